@@ -1,0 +1,104 @@
+"""Building the clients every process needs, with start-up errors that name the setting.
+
+An unreachable broker, Temporal or database at start-up raises
+:class:`Unreachable` whose message names the environment variable to fix.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from datetime import timedelta
+
+import asyncpg
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from temporalio.client import Client
+from temporalio.service import TLSConfig
+
+from pipeline import db
+from pipeline.settings import DatabaseSettings, KafkaSettings, TemporalSettings
+
+log = logging.getLogger(__name__)
+
+
+class Unreachable(Exception):
+    """A dependency did not answer at start-up."""
+
+
+async def temporal_client(
+    cfg: TemporalSettings, timeout: float = 10, runtime: object | None = None
+) -> Client:
+    tls: bool | TLSConfig = cfg.tls
+    if cfg.tls_client_cert_path or cfg.tls_server_ca_cert_path:
+        tls = TLSConfig(
+            server_root_ca_cert=cfg.tls_server_ca_cert_path.read_bytes()
+            if cfg.tls_server_ca_cert_path
+            else None,
+            client_cert=cfg.tls_client_cert_path.read_bytes() if cfg.tls_client_cert_path else None,
+            client_private_key=cfg.tls_client_key_path.read_bytes()
+            if cfg.tls_client_key_path
+            else None,
+        )
+    elif cfg.api_key is not None and not cfg.tls:
+        tls = True  # Temporal Cloud API keys require TLS
+    kwargs: dict[str, object] = {}
+    if runtime is not None:
+        kwargs["runtime"] = runtime
+    try:
+        return await asyncio.wait_for(
+            Client.connect(
+                cfg.address,
+                namespace=cfg.namespace,
+                api_key=cfg.api_key.get_secret_value() if cfg.api_key else None,
+                tls=tls,
+                connect_timeout=timedelta(seconds=timeout),
+                **kwargs,  # type: ignore[arg-type]
+            ),
+            timeout + 2,
+        )
+    except Exception as exc:
+        raise Unreachable(
+            f"cannot reach Temporal at TEMPORAL_ADDRESS={cfg.address} "
+            f"(namespace TEMPORAL_NAMESPACE={cfg.namespace}): {type(exc).__name__}: {exc}"
+        ) from None
+
+
+async def db_pool(cfg: DatabaseSettings) -> asyncpg.Pool:
+    url = cfg.url.get_secret_value()
+    try:
+        return await db.create_pool(url, cfg.pool_min, cfg.pool_max)
+    except Exception as exc:
+        raise Unreachable(
+            f"cannot reach PostgreSQL at DATABASE_URL={db.redact(url)}: {type(exc).__name__}: {exc}"
+        ) from None
+
+
+async def check_kafka(cfg: KafkaSettings, timeout: float = 10) -> list[str]:
+    """List topics; raises :class:`Unreachable` naming KAFKA_BOOTSTRAP_SERVERS."""
+    admin = AIOKafkaAdminClient(**cfg.client_kwargs())  # type: ignore[arg-type]
+    try:
+        await asyncio.wait_for(admin.start(), timeout)
+        return list(await asyncio.wait_for(admin.list_topics(), timeout))
+    except Exception as exc:
+        raise Unreachable(
+            f"cannot reach Kafka at KAFKA_BOOTSTRAP_SERVERS={cfg.bootstrap_servers}: "
+            f"{type(exc).__name__}: {exc}"
+        ) from None
+    finally:
+        await admin.close()
+
+
+async def ensure_topics(cfg: KafkaSettings, topics: list[str], partitions: int) -> list[str]:
+    """Create the topics that do not exist yet; returns those created."""
+    admin = AIOKafkaAdminClient(**cfg.client_kwargs())  # type: ignore[arg-type]
+    await admin.start()
+    try:
+        existing = set(await admin.list_topics())
+        missing = [t for t in topics if t not in existing]
+        if missing:
+            await admin.create_topics(
+                [NewTopic(t, num_partitions=partitions, replication_factor=1) for t in missing]
+            )
+        return missing
+    finally:
+        await admin.close()

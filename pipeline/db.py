@@ -1,0 +1,70 @@
+"""PostgreSQL: connection pools and the versioned migration runner.
+
+Migrations are the ``schemas/migrations/NNNN_name.sql`` files, applied in order,
+each in its own transaction, recorded in ``schema_migrations``. A session-level
+advisory lock serialises concurrent ``ingest migrate`` runs (several replicas
+starting at once). A small runner rather than a migration framework: the
+Python tools (alembic, yoyo) want a sync driver and an ORM or DSN juggling,
+while plain SQL files plus ~40 lines here keep one driver (asyncpg).
+"""
+
+from __future__ import annotations
+
+import logging
+from importlib import resources
+from urllib.parse import urlsplit
+
+import asyncpg
+
+log = logging.getLogger(__name__)
+
+_LOCK_KEY = 0x1A6E57  # arbitrary, fixed: the advisory lock id for migrations
+
+
+def redact(url: str) -> str:
+    """A DSN safe to log: the password replaced by ``***``."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
+    return parts._replace(netloc=netloc).geturl()
+
+
+def migrations() -> list[tuple[str, str]]:
+    """(version, sql) pairs in order."""
+    folder = resources.files("schemas") / "migrations"
+    files = sorted(p for p in folder.iterdir() if p.name.endswith(".sql"))
+    return [(p.name.removesuffix(".sql"), p.read_text()) for p in files]
+
+
+async def migrate(conn: asyncpg.Connection) -> list[str]:
+    """Apply pending migrations; returns the versions applied (empty when up to date)."""
+    applied: list[str] = []
+    await conn.execute("SELECT pg_advisory_lock($1)", _LOCK_KEY)
+    try:
+        await conn.execute(
+            "CREATE TABLE IF NOT EXISTS schema_migrations ("
+            " version text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())"
+        )
+        done = {r["version"] for r in await conn.fetch("SELECT version FROM schema_migrations")}
+        for version, sql in migrations():
+            if version in done:
+                continue
+            async with conn.transaction():
+                await conn.execute(sql)
+                await conn.execute("INSERT INTO schema_migrations (version) VALUES ($1)", version)
+            log.info("applied migration %s", version)
+            applied.append(version)
+    finally:
+        await conn.execute("SELECT pg_advisory_unlock($1)", _LOCK_KEY)
+    return applied
+
+
+async def connect(url: str, timeout: float = 10) -> asyncpg.Connection:
+    return await asyncpg.connect(url, timeout=timeout)
+
+
+async def create_pool(url: str, min_size: int = 1, max_size: int = 10) -> asyncpg.Pool:
+    pool = await asyncpg.create_pool(url, min_size=min_size, max_size=max_size, timeout=10)
+    assert pool is not None
+    return pool

@@ -1,0 +1,70 @@
+"""Every Prometheus metric the pipeline exports, defined once.
+
+The README documents each one; deploy/ dashboards and alert rules use these
+names, and a test checks that they are all exported.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import Counter, Gauge, Histogram
+
+EVENTS_CONSUMED = Counter(
+    "pipeline_events_consumed_total",
+    "Kafka messages consumed.",
+    ["component", "topic"],
+)
+EVENTS_STAMPED = Counter(
+    "pipeline_events_stamped_total",
+    "Events given an event_id by ingress, by strategy ('existing' when one was kept).",
+    ["strategy"],
+)
+WORKFLOWS_STARTED = Counter(
+    "pipeline_workflows_started_total",
+    "RunActivityWorkflow executions freshly started.",
+    ["trigger"],
+)
+DUPLICATES_SUPPRESSED = Counter(
+    "pipeline_duplicates_suppressed_total",
+    "Starts not made because the run already existed (ledger or Temporal).",
+    ["component", "trigger", "layer"],
+)
+DLQ_MESSAGES = Counter(
+    "pipeline_dlq_messages_total",
+    "Messages sent to the dead-letter topic, by reason.",
+    ["component", "reason"],
+)
+START_LATENCY = Histogram(
+    "pipeline_start_latency_seconds",
+    "Time from a message's Kafka timestamp to Temporal acknowledging its start.",
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60),
+)
+START_ERRORS = Counter(
+    "pipeline_start_errors_total",
+    "Retriable failures while starting workflows (each retry counts).",
+    ["component", "error"],
+)
+CONSUMER_LAG = Gauge(
+    "pipeline_consumer_lag",
+    "Messages between the committed offset and the partition end.",
+    ["component", "topic", "partition"],
+)
+EVENTS_UNMATCHED = Counter(
+    "pipeline_events_unmatched_total",
+    "Events no enabled activity subscribes to.",
+    ["type"],
+)
+RUNS_LOGGED = Counter(
+    "pipeline_runs_logged_total",
+    "activity_runs inserts, 'existing' when the row was already there.",
+    ["result"],
+)
+TASK_INSTANCES = Counter(
+    "pipeline_task_instances_total",
+    "Task instances reaching a state.",
+    ["task_type", "status"],
+)
+MISFIRES = Counter(
+    "pipeline_misfires_total",
+    "Scheduled nominal times that fired late or not at all, by misfire policy.",
+    ["policy"],
+)

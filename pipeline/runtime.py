@@ -1,0 +1,92 @@
+"""Process plumbing shared by every long-running command.
+
+* :class:`Shutdown` turns SIGTERM/SIGINT into an ``asyncio.Event`` so loops can
+  drain in-flight work, commit, and exit 0.
+* :func:`serve_http` serves ``/metrics`` (Prometheus), ``/healthz`` (the
+  process is alive) and ``/readyz`` (its dependencies answered) on one port.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+from collections.abc import Callable
+
+from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
+
+log = logging.getLogger(__name__)
+
+
+class Shutdown:
+    """Set on the first SIGTERM/SIGINT; a second signal is logged and ignored."""
+
+    def __init__(self) -> None:
+        self.event = asyncio.Event()
+
+    def install(self) -> None:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                loop.add_signal_handler(sig, self.trigger, sig)
+
+    def trigger(self, sig: signal.Signals | None = None) -> None:
+        if self.event.is_set():
+            log.info("shutdown already in progress")
+            return
+        if sig is not None:
+            log.info("received %s: draining and shutting down", sig.name)
+        self.event.set()
+
+    @property
+    def requested(self) -> bool:
+        return self.event.is_set()
+
+    async def wait(self, timeout: float | None = None) -> bool:
+        """Wait up to ``timeout`` seconds; True if shutdown was requested."""
+        try:
+            await asyncio.wait_for(self.event.wait(), timeout)
+        except TimeoutError:
+            return False
+        return True
+
+
+async def serve_http(
+    host: str, port: int, ready: Callable[[], bool] = lambda: True
+) -> asyncio.Server | None:
+    """Start the metrics/health server; ``port == 0`` disables it."""
+    if port == 0:
+        return None
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            line = await asyncio.wait_for(reader.readline(), 5)
+            parts = line.decode("latin-1").split()
+            path = parts[1].split("?")[0] if len(parts) >= 2 else "/"
+            while (await asyncio.wait_for(reader.readline(), 5)) not in (b"\r\n", b"\n", b""):
+                pass
+            if path == "/metrics":
+                status, ctype, body = "200 OK", CONTENT_TYPE_LATEST, generate_latest(REGISTRY)
+            elif path == "/healthz":
+                status, ctype, body = "200 OK", "text/plain", b"ok\n"
+            elif path == "/readyz":
+                ok = ready()
+                status = "200 OK" if ok else "503 Service Unavailable"
+                ctype, body = "text/plain", b"ready\n" if ok else b"not ready\n"
+            else:
+                status, ctype, body = "404 Not Found", "text/plain", b"not found\n"
+            head = (
+                f"HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\n"
+                f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+            )
+            writer.write(head.encode() + body)
+            await writer.drain()
+        except (TimeoutError, ConnectionError):
+            pass
+        finally:
+            writer.close()
+
+    server = await asyncio.start_server(handle, host, port)
+    log.info("serving /metrics /healthz /readyz on http://%s:%d", host, port)
+    return server

@@ -1,0 +1,74 @@
+"""Activity definitions: what ``activities`` rows and ``ingest activities apply`` files hold.
+
+Validation errors name the bad field (pydantic's ``loc``), e.g.
+``activities[1].trigger.misfire_policy: Input should be 'skip', 'catchup' or 'compress'``.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Annotated, Any, Literal
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class EventTrigger(_Strict):
+    type: Literal["event"]
+    event_type: str = Field(min_length=1)
+
+
+class CronTrigger(_Strict):
+    type: Literal["cron"]
+    cron: str = Field(min_length=1, description="5-field cron spec, e.g. '0 * * * *'")
+    timezone: str = "UTC"
+    misfire_policy: Literal["skip", "catchup", "compress"] = "skip"
+    catchup_limit: int = Field(10, ge=1, le=1000)
+    jitter_seconds: int = Field(0, ge=0)
+
+    @field_validator("timezone")
+    @classmethod
+    def _known_zone(cls, v: str) -> str:
+        try:
+            ZoneInfo(v)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise ValueError(f"unknown timezone {v!r}") from None
+        return v
+
+    @field_validator("cron")
+    @classmethod
+    def _five_fields(cls, v: str) -> str:
+        if len(v.split()) != 5:
+            raise ValueError("cron must have 5 fields: minute hour day-of-month month day-of-week")
+        return v
+
+
+Trigger = Annotated[EventTrigger | CronTrigger, Field(discriminator="type")]
+
+
+class TaskDef(_Strict):
+    type: str = Field(min_length=1, description="a registered task handler, e.g. 'emit'")
+    payload: dict[str, Any] = Field(default_factory=dict)
+    config: dict[str, Any] = Field(default_factory=dict)
+    # A template over the trigger context, e.g. "{data.message_id}". Two tasks
+    # rendering the same key run once: the consumer-side content dedupe.
+    idempotency_key: str | None = None
+    count: int = Field(1, ge=1, le=1000, description="how many instances to plan")
+
+
+class ActivityDef(_Strict):
+    id: uuid.UUID
+    name: str = Field(min_length=1)
+    enabled: bool = True
+    trigger: Trigger
+    # Legacy compatibility metadata: persisted and returned, never read at run time.
+    dedupe_key_strategy: str | None = None
+    tasks: list[TaskDef] = Field(default_factory=list)
+
+
+class ActivityFile(_Strict):
+    activities: list[ActivityDef]

@@ -1,0 +1,77 @@
+"""The only place workflow ids, run ids and permit ids are formed.
+
+THESE FORMATS MUST NEVER CHANGE. They are the idempotency contract
+(shared/seeds/000: "Idempotency Contract"): Temporal rejects a second start of
+the same workflow id, the dedupe ledger is keyed by it, and ``run_id`` (the
+``activity_runs`` primary key) is derived from it. Changing a format, even its
+whitespace or time zone rendering, makes every replay start everything again.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime
+
+# Fixed namespace for UUIDv5 derivations. Never change it (see module docstring).
+_RUN_NAMESPACE = uuid.UUID("6f1c1c6e-3b8e-5d8a-9c41-4b1f0e7a2d10")
+_EVENT_NAMESPACE = uuid.UUID("0b6b9d0e-7f54-5d3c-8a8e-2f4c3d1e9a77")
+
+
+def _require(name: str, value: str) -> str:
+    if not value:
+        raise ValueError(f"{name} must be a non-empty string")
+    return value
+
+
+def normalise_scheduled_for(scheduled_for: datetime) -> datetime:
+    """UTC, whole seconds. A naive datetime is refused: its zone is a guess."""
+    if scheduled_for.tzinfo is None or scheduled_for.utcoffset() is None:
+        raise ValueError("scheduled_for must be timezone-aware")
+    return scheduled_for.astimezone(UTC).replace(microsecond=0)
+
+
+def event_workflow_id(activity_id: str | uuid.UUID, event_id: str) -> str:
+    """``activity-{activity_id}:{event_id}``."""
+    return f"activity-{_require('activity_id', str(activity_id))}:{_require('event_id', event_id)}"
+
+
+def cron_workflow_id(activity_id: str | uuid.UUID, scheduled_for: datetime) -> str:
+    """``activity-{activity_id}:{scheduled_for.isoformat()}``, UTC with ``+00:00``."""
+    nominal = normalise_scheduled_for(scheduled_for)
+    return f"activity-{_require('activity_id', str(activity_id))}:{nominal.isoformat()}"
+
+
+def task_workflow_id(run_id: str | uuid.UUID, task_type: str, index: int) -> str:
+    """``task-{run_id}:{task_type}:{index}``."""
+    if index < 0:
+        raise ValueError("index must be >= 0")
+    return f"task-{_require('run_id', str(run_id))}:{_require('task_type', task_type)}:{index}"
+
+
+def permit_workflow_id(resource: str, slot: str) -> str:
+    """``permit:{resource}:{slot}``."""
+    return f"permit:{_require('resource', resource)}:{_require('slot', str(slot))}"
+
+
+def run_id_for(workflow_id: str) -> uuid.UUID:
+    """The ``activity_runs.run_id`` of a workflow id: UUIDv5, the same on every replay."""
+    return uuid.uuid5(_RUN_NAMESPACE, _require("workflow_id", workflow_id))
+
+
+def source_event_id(topic: str, partition: int, offset: int) -> str:
+    """Ingress default: a UUIDv5 of the raw message's Kafka coordinates.
+
+    A redelivered message has the same coordinates, so it gets the same id.
+    """
+    return str(uuid.uuid5(_EVENT_NAMESPACE, f"{topic}/{partition}/{offset}"))
+
+
+def content_event_id(key: bytes | None, value: bytes) -> str:
+    """Ingress ``content`` strategy: a UUIDv5 over the key and the value bytes."""
+    import hashlib
+
+    h = hashlib.sha256()
+    h.update(len(key or b"").to_bytes(8, "big"))
+    h.update(key or b"")
+    h.update(value)
+    return str(uuid.uuid5(_EVENT_NAMESPACE, h.hexdigest()))

@@ -1,0 +1,113 @@
+"""Inputs and outputs of every workflow and activity: one frozen dataclass each.
+
+They cross the Temporal wire as JSON (temporalio's default converter), so they
+only hold JSON-friendly types. Times are ISO-8601 strings in UTC.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+TRIGGER_EVENT = "event"
+TRIGGER_CRON = "cron"
+
+
+@dataclass(frozen=True)
+class RunActivityInput:
+    activity_id: str
+    workflow_id: str
+    run_id: str
+    trigger_kind: str  # "event" | "cron"
+    event_id: str | None = None
+    event: dict[str, Any] | None = None  # envelope: type, source, time, subject, data
+    scheduled_for: str | None = None
+    context_window_start: str | None = None
+    context_window_end: str | None = None
+
+
+@dataclass(frozen=True)
+class RunActivityResult:
+    run_id: str
+    status: str  # "succeeded" | "failed"
+    tasks_total: int
+    tasks_succeeded: int
+    tasks_failed: int
+    tasks_duplicate: int
+
+
+@dataclass(frozen=True)
+class LogRunInput:
+    run: RunActivityInput
+
+
+@dataclass(frozen=True)
+class LogRunResult:
+    inserted: bool
+
+
+@dataclass(frozen=True)
+class FinishRunInput:
+    run_id: str
+    status: str
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """One planned task: what ``plan_tasks`` returns and a child workflow runs."""
+
+    task_type: str
+    index: int
+    payload: dict[str, Any] = field(default_factory=dict)
+    config: dict[str, Any] = field(default_factory=dict)
+    idempotency_key: str | None = None
+
+
+@dataclass(frozen=True)
+class PlanTasksInput:
+    run: RunActivityInput
+
+
+@dataclass(frozen=True)
+class PlanTasksResult:
+    tasks: list[TaskSpec]
+
+
+@dataclass(frozen=True)
+class TaskInstanceInput:
+    task_id: str  # task-{run_id}:{task_type}:{index}
+    run_id: str
+    activity_id: str
+    spec: TaskSpec
+
+
+@dataclass(frozen=True)
+class TaskInstanceResult:
+    task_id: str
+    status: str  # "succeeded" | "failed" | "duplicate"
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class TaskStateInput:
+    task_id: str
+    run_id: str
+    spec: TaskSpec
+    status: str  # "pending" | "running" | "succeeded" | "failed" | "duplicate"
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class TaskStateResult:
+    """``claimed`` is False when another task already holds the idempotency key."""
+
+    claimed: bool
+    status: str
+
+
+@dataclass(frozen=True)
+class RunHandlerInput:
+    task_id: str
+    run_id: str
+    activity_id: str
+    spec: TaskSpec
