@@ -1,0 +1,220 @@
+"""The event envelope, and the parser for the three accepted input forms.
+
+1. Our JSON envelope: ``{"event_id"?, "type", "source"?, "time"?, "subject"?, "data"?}``.
+2. CloudEvents structured JSON: ``{"specversion": "1.0", "id", "type", "source", ...}``
+   (``id`` becomes ``event_id``; extension attributes are kept in ``extensions``).
+3. CloudEvents Kafka binary mode: ``ce_specversion``, ``ce_id``, ``ce_type``, ...
+   headers, with the message body as ``data`` (JSON when it parses, else a string).
+
+Every rejection raises :class:`EnvelopeError` with a short machine-readable
+``reason`` (the DLQ header value) and a human ``detail``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+MAX_EVENT_BYTES = 1_000_000  # default size limit; ingress makes it configurable
+SUPPORTED_SPECVERSIONS = frozenset({"1.0"})
+
+# DLQ reasons (stable strings: dashboards and alerts group by them)
+R_INVALID_UTF8 = "invalid_utf8"
+R_NOT_JSON = "not_json"
+R_NOT_OBJECT = "not_object"
+R_MISSING_TYPE = "missing_type"
+R_BAD_FIELD = "bad_field"
+R_TOO_LARGE = "too_large"
+R_BAD_SPECVERSION = "unsupported_specversion"
+R_MISSING_EVENT_ID = "missing_event_id"
+R_BAD_HEADERS = "bad_headers"
+
+_CE_REQUIRED = ("id", "source", "type")
+_CE_CORE = {
+    "specversion",
+    "id",
+    "source",
+    "type",
+    "time",
+    "subject",
+    "data",
+    "datacontenttype",
+    "dataschema",
+    "data_base64",
+}
+
+
+class EnvelopeError(ValueError):
+    def __init__(self, reason: str, detail: str) -> None:
+        super().__init__(f"{reason}: {detail}")
+        self.reason = reason
+        self.detail = detail
+
+
+@dataclass(frozen=True)
+class Envelope:
+    type: str
+    event_id: str | None = None
+    source: str | None = None
+    time: str | None = None
+    subject: str | None = None
+    data: Any = None
+    # CloudEvents extension attributes and anything else worth carrying.
+    extensions: dict[str, Any] = field(default_factory=dict)
+    # Kafka headers passed through unchanged (name, raw bytes).
+    headers: tuple[tuple[str, bytes], ...] = ()
+
+    def with_event_id(self, event_id: str) -> Envelope:
+        from dataclasses import replace
+
+        return replace(self, event_id=event_id)
+
+    def to_dict(self) -> dict[str, Any]:
+        doc: dict[str, Any] = {"event_id": self.event_id, "type": self.type}
+        for name in ("source", "time", "subject"):
+            value = getattr(self, name)
+            if value is not None:
+                doc[name] = value
+        doc["data"] = self.data
+        if self.extensions:
+            doc["extensions"] = self.extensions
+        return doc
+
+    def to_json(self) -> bytes:
+        return orjson.dumps(self.to_dict())
+
+
+def _opt_str(doc: dict[str, Any], name: str) -> str | None:
+    value = doc.get(name)
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise EnvelopeError(R_BAD_FIELD, f"{name!r} must be a string, got {type(value).__name__}")
+    return value
+
+
+def _req_str(doc: dict[str, Any], name: str, reason: str) -> str:
+    value = _opt_str(doc, name)
+    if not value:
+        raise EnvelopeError(reason, f"{name!r} is missing or empty")
+    return value
+
+
+def _decode_headers(headers: Any) -> tuple[tuple[str, bytes], ...]:
+    out = []
+    try:
+        for name, value in headers or ():
+            if not isinstance(name, str) or not isinstance(value, bytes | bytearray | None):
+                raise TypeError(f"header {name!r}")
+            out.append((name, bytes(value or b"")))
+    except (TypeError, ValueError) as exc:
+        raise EnvelopeError(R_BAD_HEADERS, f"malformed Kafka headers: {exc}") from None
+    return tuple(out)
+
+
+def parse(
+    value: bytes | None,
+    headers: Any = (),
+    *,
+    max_bytes: int = MAX_EVENT_BYTES,
+) -> Envelope:
+    """Parse one Kafka message into an :class:`Envelope` or raise :class:`EnvelopeError`."""
+    hdrs = _decode_headers(headers)
+    body = value or b""
+    if len(body) > max_bytes:
+        raise EnvelopeError(R_TOO_LARGE, f"{len(body)} bytes exceeds the {max_bytes}-byte limit")
+    ce = {n[3:]: v for n, v in hdrs if n.startswith("ce_")}
+    if "specversion" in ce:
+        return _parse_binary(body, ce, hdrs)
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise EnvelopeError(R_INVALID_UTF8, f"value is not UTF-8 at byte {exc.start}") from None
+    try:
+        doc = orjson.loads(text)
+    except orjson.JSONDecodeError as exc:
+        raise EnvelopeError(R_NOT_JSON, str(exc)[:200]) from None
+    if not isinstance(doc, dict):
+        raise EnvelopeError(R_NOT_OBJECT, f"JSON {type(doc).__name__} is not an object")
+    passthrough = tuple((n, v) for n, v in hdrs if not n.startswith("ce_"))
+    if "specversion" in doc:
+        return _parse_structured(doc, passthrough)
+    ext = doc.get("extensions", {})
+    if not isinstance(ext, dict):
+        raise EnvelopeError(R_BAD_FIELD, "'extensions' must be an object")
+    return Envelope(
+        type=_req_str(doc, "type", R_MISSING_TYPE),
+        event_id=_opt_str(doc, "event_id") or None,
+        source=_opt_str(doc, "source"),
+        time=_opt_str(doc, "time"),
+        subject=_opt_str(doc, "subject"),
+        data=doc.get("data"),
+        extensions=ext,
+        headers=passthrough,
+    )
+
+
+def _check_specversion(value: Any) -> None:
+    if value not in SUPPORTED_SPECVERSIONS:
+        raise EnvelopeError(R_BAD_SPECVERSION, f"CloudEvents specversion {value!r} is not 1.0")
+
+
+def _parse_structured(doc: dict[str, Any], hdrs: tuple[tuple[str, bytes], ...]) -> Envelope:
+    _check_specversion(doc.get("specversion"))
+    for name in _CE_REQUIRED:
+        _req_str(doc, name, R_MISSING_TYPE if name == "type" else R_BAD_FIELD)
+    data = doc.get("data")
+    if data is None and "data_base64" in doc:
+        data = {"data_base64": doc["data_base64"]}
+    ext = {k: v for k, v in doc.items() if k not in _CE_CORE}
+    ext["specversion"] = doc["specversion"]
+    if "datacontenttype" in doc:
+        ext["datacontenttype"] = doc["datacontenttype"]
+    return Envelope(
+        type=doc["type"],
+        event_id=doc["id"],
+        source=doc["source"],
+        time=_opt_str(doc, "time"),
+        subject=_opt_str(doc, "subject"),
+        data=data,
+        extensions=ext,
+        headers=hdrs,
+    )
+
+
+def _parse_binary(
+    body: bytes, ce: dict[str, bytes], hdrs: tuple[tuple[str, bytes], ...]
+) -> Envelope:
+    try:
+        attrs = {k: v.decode("utf-8") for k, v in ce.items()}
+    except UnicodeDecodeError:
+        raise EnvelopeError(R_BAD_HEADERS, "a ce_* header is not UTF-8") from None
+    _check_specversion(attrs.get("specversion"))
+    for name in _CE_REQUIRED:
+        if not attrs.get(name):
+            reason = R_MISSING_TYPE if name == "type" else R_BAD_FIELD
+            raise EnvelopeError(reason, f"binary-mode header ce_{name} is missing or empty")
+    data: Any
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise EnvelopeError(R_INVALID_UTF8, f"value is not UTF-8 at byte {exc.start}") from None
+    try:
+        data = orjson.loads(text) if text else None
+    except orjson.JSONDecodeError:
+        data = text
+    core = {"specversion", "id", "source", "type", "time", "subject"}
+    ext = {k: v for k, v in attrs.items() if k not in core}
+    ext["specversion"] = attrs["specversion"]
+    return Envelope(
+        type=attrs["type"],
+        event_id=attrs["id"],
+        source=attrs["source"],
+        time=attrs.get("time"),
+        subject=attrs.get("subject"),
+        data=data,
+        extensions=ext,
+        headers=tuple((n, v) for n, v in hdrs if not n.startswith("ce_")),
+    )
