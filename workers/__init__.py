@@ -1,0 +1,2 @@
+"""Workers: RunActivityWorkflow, TaskInstanceWorkflow, their activities, the task
+handlers, and the ``ingest worker`` process that runs them."""

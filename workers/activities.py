@@ -1,0 +1,190 @@
+"""The activities of RunActivityWorkflow and TaskInstanceWorkflow.
+
+Methods on one class that receives its pool, handler registry and shared clients
+in ``__init__`` (no module-level globals), so tests and the worker build their own.
+Input errors that retrying cannot fix raise ``ApplicationError(non_retryable=True)``;
+everything else (database or broker down) raises normally and Temporal retries.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import uuid
+from collections.abc import Awaitable, Callable
+from datetime import datetime
+from typing import Any, NoReturn, TypeVar
+
+import asyncpg
+from pydantic import ValidationError
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from pipeline.metrics import RUNS_LOGGED, TASK_INSTANCES
+from schemas.definitions import TaskDef
+from schemas.ids import run_id_for
+from schemas.workflow_io import (
+    TRIGGER_CRON,
+    TRIGGER_EVENT,
+    FinishRunInput,
+    LogRunInput,
+    LogRunResult,
+    PlanTasksInput,
+    PlanTasksResult,
+    RunActivityInput,
+    RunHandlerInput,
+    TaskStateInput,
+    TaskStateResult,
+)
+from workers import store
+from workers.handlers import PermanentTaskError, Registry, Resources, TaskContext
+from workers.planning import PlanError, plan
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+RUN_STATUSES = ("succeeded", "failed")
+TASK_TRANSITIONS = ("pending", "running", "succeeded", "failed")
+
+
+def _permanent(message: str, kind: str = "InvalidInput") -> NoReturn:
+    raise ApplicationError(message, type=kind, non_retryable=True)
+
+
+def _check_run(run: RunActivityInput) -> None:
+    expected = str(run_id_for(run.workflow_id))
+    if run.run_id != expected:
+        _permanent(f"run_id {run.run_id} is not run_id_for({run.workflow_id!r}) = {expected}")
+    if run.trigger_kind not in (TRIGGER_EVENT, TRIGGER_CRON):
+        _permanent(f"trigger_kind must be 'event' or 'cron', got {run.trigger_kind!r}")
+    try:
+        uuid.UUID(run.activity_id)
+        for value in (run.scheduled_for, run.context_window_start, run.context_window_end):
+            if value:
+                datetime.fromisoformat(value)
+    except ValueError as exc:
+        _permanent(f"bad run input: {exc}")
+
+
+async def _heartbeating(work: Awaitable[T], interval: float | None) -> T:
+    """Await ``work``, heartbeating every ``interval`` s so a dead worker is noticed."""
+    task = asyncio.ensure_future(work)
+    try:
+        while True:
+            done, _ = await asyncio.wait({task}, timeout=interval)
+            if done:
+                return task.result()
+            activity.heartbeat()
+    finally:
+        if not task.done():
+            task.cancel()
+            with contextlib.suppress(BaseException):
+                await task
+
+
+class RunActivities:
+    def __init__(
+        self, pool: asyncpg.Pool, registry: Registry, resources: Resources | None = None
+    ) -> None:
+        self._pool = pool
+        self._registry = registry
+        self._resources = resources or Resources()
+
+    def all(self) -> list[Callable[..., Any]]:
+        """Every activity, for ``Worker(activities=...)``."""
+        return [self.log_run, self.plan_tasks, self.set_task_state, self.run_handler,
+                self.finish_run]  # fmt: skip
+
+    @activity.defn(name="log_run")
+    async def log_run(self, inp: LogRunInput) -> LogRunResult:
+        """Record the run once: a retry or replay finds the row and says 'existing'."""
+        _check_run(inp.run)
+        inserted = await store.insert_run(self._pool, inp.run)
+        RUNS_LOGGED.labels(result="inserted" if inserted else "existing").inc()
+        return LogRunResult(inserted=inserted)
+
+    @activity.defn(name="plan_tasks")
+    async def plan_tasks(self, inp: PlanTasksInput) -> PlanTasksResult:
+        """The run's tasks, from the activity's definitions as they are now.
+
+        The result is recorded in workflow history, so later edits to the
+        definition never change the plan of a run already planned.
+        """
+        _check_run(inp.run)
+        raw = await store.activity_tasks(self._pool, inp.run.activity_id)
+        if raw is None:
+            _permanent(f"activity {inp.run.activity_id} does not exist", "UnknownActivity")
+        defs: list[TaskDef] = []
+        for i, item in enumerate(raw):
+            try:
+                defs.append(TaskDef.model_validate(item))
+            except ValidationError as exc:
+                err = exc.errors()[0]
+                where = ".".join(str(p) for p in err["loc"])
+                _permanent(f"activity {inp.run.activity_id} tasks[{i}].{where}: {err['msg']}")
+        try:
+            return PlanTasksResult(tasks=plan(defs, inp.run))
+        except PlanError as exc:
+            _permanent(f"activity {inp.run.activity_id}: {exc}", "PlanError")
+
+    @activity.defn(name="set_task_state")
+    async def set_task_state(self, inp: TaskStateInput) -> TaskStateResult:
+        """Upsert the task_instances row; ``claimed=False`` means 'a duplicate, skip it'."""
+        if inp.status not in TASK_TRANSITIONS:
+            _permanent(f"status must be one of {TASK_TRANSITIONS}, got {inp.status!r}")
+        if inp.status == "pending":
+            row = await store.claim_task(self._pool, inp.task_id, inp.run_id, inp.spec)
+        else:
+            found = await store.advance_task(self._pool, inp.task_id, inp.status, inp.error)
+            if found is None:
+                _permanent(f"task {inp.task_id} has no row: set it pending first")
+            row = found
+        if row.changed:
+            TASK_INSTANCES.labels(task_type=inp.spec.task_type, status=row.status).inc()
+        if row.status == "duplicate" and row.changed:
+            log.info("task %s is a duplicate of %s", inp.task_id, row.duplicate_of)
+        return TaskStateResult(claimed=row.status != "duplicate", status=row.status)
+
+    @activity.defn(name="run_handler")
+    async def run_handler(self, inp: RunHandlerInput) -> None:
+        """Run the task's handler; a PermanentTaskError fails the task without retry."""
+        handler = self._registry.get(inp.spec.task_type)
+        if handler is None:
+            _permanent(
+                f"no handler for task type {inp.spec.task_type!r} "
+                f"(registered: {', '.join(self._registry.names())})",
+                "UnknownTaskType",
+            )
+        info = activity.info()
+        await store.record_attempt(self._pool, inp.task_id, info.attempt)
+        ctx = TaskContext(
+            task_id=inp.task_id,
+            run_id=inp.run_id,
+            activity_id=inp.activity_id,
+            spec=inp.spec,
+            attempt=info.attempt,
+            resources=self._resources,
+        )
+        hb = info.heartbeat_timeout.total_seconds() / 3 if info.heartbeat_timeout else None
+        try:
+            await _heartbeating(handler(ctx), hb)
+        except PermanentTaskError as exc:
+            await self._note_error(inp.task_id, info.attempt, str(exc))
+            raise ApplicationError(str(exc), type=type(exc).__name__, non_retryable=True) from exc
+        except Exception as exc:
+            await self._note_error(inp.task_id, info.attempt, f"{type(exc).__name__}: {exc}")
+            raise
+
+    async def _note_error(self, task_id: str, attempt: int, error: str) -> None:
+        """Best effort: a database hiccup here must not hide the handler's own error."""
+        try:
+            await store.record_attempt(self._pool, task_id, attempt, error)
+        except Exception as exc:
+            log.warning("could not record the error of %s: %s", task_id, exc)
+
+    @activity.defn(name="finish_run")
+    async def finish_run(self, inp: FinishRunInput) -> None:
+        if inp.status not in RUN_STATUSES:
+            _permanent(f"run status must be one of {RUN_STATUSES}, got {inp.status!r}")
+        if not await store.finish_run(self._pool, inp.run_id, inp.status):
+            _permanent(f"no activity_runs row for run {inp.run_id}", "UnknownRun")

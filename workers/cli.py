@@ -1,0 +1,83 @@
+"""``ingest worker``: run RunActivityWorkflow / TaskInstanceWorkflow and the task handlers."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+
+from pipeline import logs, settings
+from pipeline.clients import Unreachable
+from pipeline.runtime import Shutdown
+
+
+async def _main(cfg: settings.Settings, wcfg: object) -> int:
+    from workers.worker import run_worker
+
+    shutdown = Shutdown()
+    shutdown.install()
+    return await run_worker(cfg, shutdown, worker_settings=wcfg)  # type: ignore[arg-type]
+
+
+def _run(args: argparse.Namespace) -> int:
+    from workers.handlers import load_registry
+    from workers.settings import load_worker_settings
+
+    cfg = settings.load(
+        temporal__address=args.temporal_address,
+        temporal__namespace=args.namespace,
+        temporal__task_queue=args.task_queue,
+        database__url=args.database_url,
+        kafka__bootstrap_servers=args.bootstrap_servers,
+        process__metrics_port=args.metrics_port,
+        process__log_level=args.log_level,
+    )
+    wcfg = load_worker_settings(
+        max_concurrent_activities=args.max_concurrent_activities,
+        sdk_metrics_port=args.sdk_metrics_port,
+        emit_topic=args.emit_topic,
+        task_handlers=args.handlers,
+    )
+    load_registry(wcfg.task_handlers)  # fail fast (ConfigError, exit 2) on a bad handler list
+    logs.setup(cfg.process.log_level, cfg.process.log_format, "worker")
+    try:
+        return asyncio.run(_main(cfg, wcfg))
+    except Unreachable as exc:
+        print(f"ingest worker: {exc}")
+        return 1
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser(
+        "worker",
+        help="run the Temporal worker (RunActivityWorkflow, TaskInstanceWorkflow, task handlers)",
+        description=(
+            "Poll the task queue for RunActivityWorkflow and TaskInstanceWorkflow: log each "
+            "run once, plan its tasks, run every task once through its handler (noop, fail, "
+            "emit, webhook, or your own via INGEST_TASK_HANDLERS / the "
+            "'ingest.task_handlers' entry point group). Stops cleanly on SIGTERM."
+        ),
+    )
+    p.add_argument("--task-queue", help="Temporal task queue (env TEMPORAL_TASK_QUEUE)")
+    p.add_argument("--temporal-address", help="host:port (env TEMPORAL_ADDRESS)")
+    p.add_argument("--namespace", help="Temporal namespace (env TEMPORAL_NAMESPACE)")
+    p.add_argument("--database-url", help="PostgreSQL DSN (env DATABASE_URL)")
+    p.add_argument("--bootstrap-servers", help="Kafka brokers (env KAFKA_BOOTSTRAP_SERVERS)")
+    p.add_argument(
+        "--metrics-port", type=int, help="/metrics port, 0 = off (env INGEST_METRICS_PORT)"
+    )
+    p.add_argument(
+        "--sdk-metrics-port",
+        type=int,
+        help="Temporal SDK Prometheus metrics port, 0 = off (env INGEST_SDK_METRICS_PORT)",
+    )
+    p.add_argument(
+        "--max-concurrent-activities",
+        type=int,
+        help="activity slots of this worker (env INGEST_MAX_CONCURRENT_ACTIVITIES)",
+    )
+    p.add_argument("--emit-topic", help="default topic of emit tasks (env INGEST_EMIT_TOPIC)")
+    p.add_argument("--handlers", help="extra handlers 'mod:func,mod2' (env INGEST_TASK_HANDLERS)")
+    p.add_argument(
+        "--log-level", choices=["DEBUG", "INFO", "WARNING", "ERROR"], help="env INGEST_LOG_LEVEL"
+    )
+    p.set_defaults(func=_run)

@@ -1,0 +1,23 @@
+"""Task handlers: the registry keyed by task_type, and the built-in handlers."""
+
+from workers.handlers.base import (
+    Handler,
+    PermanentTaskError,
+    Resources,
+    RetryableTaskError,
+    TaskContext,
+    TaskError,
+)
+from workers.handlers.registry import Registry, load_registry, register
+
+__all__ = [
+    "Handler",
+    "PermanentTaskError",
+    "Registry",
+    "Resources",
+    "RetryableTaskError",
+    "TaskContext",
+    "TaskError",
+    "load_registry",
+    "register",
+]

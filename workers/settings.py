@@ -1,0 +1,40 @@
+"""Settings only the worker process reads (env prefix ``INGEST_``).
+
+Kept here rather than in ``pipeline.settings`` because no other process uses
+them; a bad value raises :class:`pipeline.settings.ConfigError` naming the variable.
+"""
+
+from __future__ import annotations
+
+from pydantic import Field, ValidationError
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from pipeline.settings import ConfigError
+
+
+class WorkerSettings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_prefix="INGEST_", frozen=True, extra="ignore", populate_by_name=True
+    )
+
+    max_concurrent_activities: int = Field(100, ge=1)
+    max_concurrent_workflow_tasks: int = Field(100, ge=2)
+    # The Temporal SDK's own Prometheus metrics (task latencies, poll counts); 0 = off.
+    sdk_metrics_port: int = Field(0, ge=0, le=65535)
+    # Where `emit` tasks publish when their config names no topic.
+    emit_topic: str = Field("ingest.tasks", min_length=1)
+    # Extra task handlers: "mymod:func,othermod" (see workers.handlers.registry).
+    task_handlers: str = ""
+
+
+def load_worker_settings(**overrides: object) -> WorkerSettings:
+    """Environment plus non-None CLI overrides; :class:`ConfigError` names the bad variable."""
+    given = {k: v for k, v in overrides.items() if v is not None}
+    try:
+        return WorkerSettings(**given)  # type: ignore[arg-type]
+    except ValidationError as exc:
+        msgs = [
+            f"invalid setting INGEST_{str(e['loc'][0]).upper() if e['loc'] else '?'}: {e['msg']}"
+            for e in exc.errors()
+        ]
+        raise ConfigError("; ".join(msgs)) from None

@@ -1,0 +1,152 @@
+"""SQL for ``activity_runs`` and ``task_instances``: every write safe to repeat.
+
+Activities retry, and workflows replay after a worker restart, so each function
+here gives the same outcome however many times it runs for the same id:
+
+* ``insert_run``: ``INSERT ... ON CONFLICT (run_id) DO NOTHING``.
+* ``claim_task``: the first insert of a task id claims its idempotency key; a task
+  whose key another id holds is stored as ``duplicate`` (key NULL, ``duplicate_of``
+  the holder). A repeat returns what the row already says, so a retried claim by
+  the holder is still a claim and a retried claim by a duplicate is still not.
+* ``advance_task``: moves pending -> running -> succeeded|failed only forwards;
+  repeating a transition (or a late, older one) leaves the row as it is.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+
+import asyncpg
+import orjson
+
+from schemas.workflow_io import RunActivityInput, TaskSpec
+
+
+@dataclass(frozen=True)
+class TaskRow:
+    status: str
+    changed: bool  # this call wrote the state (count it); False on a repeat
+    duplicate_of: str | None = None
+
+
+def _ts(value: str | None) -> datetime | None:
+    return datetime.fromisoformat(value) if value else None
+
+
+async def insert_run(pool: asyncpg.Pool, run: RunActivityInput) -> bool:
+    """True if this call created the row, False if it was already there."""
+    inserted = await pool.fetchval(
+        "INSERT INTO activity_runs (run_id, activity_id, workflow_id, trigger_kind, event_id,"
+        " scheduled_for, context_window_start, context_window_end)"
+        " VALUES ($1, $2, $3, $4, $5, $6, $7, $8)"
+        " ON CONFLICT (run_id) DO NOTHING RETURNING true",
+        uuid.UUID(run.run_id),
+        uuid.UUID(run.activity_id),
+        run.workflow_id,
+        run.trigger_kind,
+        run.event_id,
+        _ts(run.scheduled_for),
+        _ts(run.context_window_start),
+        _ts(run.context_window_end),
+    )
+    return bool(inserted)
+
+
+async def finish_run(pool: asyncpg.Pool, run_id: str, status: str) -> bool:
+    """Set the final status; ``finished_at`` keeps its first value. False if no row."""
+    row = await pool.fetchval(
+        "UPDATE activity_runs SET status = $2, finished_at = COALESCE(finished_at, now())"
+        " WHERE run_id = $1 RETURNING true",
+        uuid.UUID(run_id),
+        status,
+    )
+    return bool(row)
+
+
+async def activity_tasks(pool: asyncpg.Pool, activity_id: str) -> list[object] | None:
+    """The ``activities.tasks`` list, or None when there is no such activity."""
+    raw = await pool.fetchval("SELECT tasks FROM activities WHERE id = $1", uuid.UUID(activity_id))
+    if raw is None:
+        return None
+    value = orjson.loads(raw) if isinstance(raw, str | bytes) else raw
+    return list(value)
+
+
+async def _current(conn: asyncpg.Connection, task_id: str) -> asyncpg.Record | None:
+    return await conn.fetchrow(
+        "SELECT status, duplicate_of FROM task_instances WHERE id = $1", task_id
+    )
+
+
+async def claim_task(pool: asyncpg.Pool, task_id: str, run_id: str, spec: TaskSpec) -> TaskRow:
+    """Insert the task as ``pending`` holding its key, or as ``duplicate`` of the holder."""
+    payload = orjson.dumps(spec.payload).decode()
+    args = (task_id, uuid.UUID(run_id), spec.task_type, spec.index)
+    async with pool.acquire() as conn:
+        # No conflict target: a clash on the id or on the unique key both land here.
+        inserted = await conn.fetchval(
+            "INSERT INTO task_instances (id, run_id, task_type, index, idempotency_key, payload)"
+            " VALUES ($1, $2, $3, $4, $5, $6::jsonb) ON CONFLICT DO NOTHING RETURNING true",
+            *args,
+            spec.idempotency_key,
+            payload,
+        )
+        if inserted:
+            return TaskRow("pending", True)
+        row = await _current(conn, task_id)
+        if row is not None:  # a repeat: the row already decided
+            return TaskRow(row["status"], False, row["duplicate_of"])
+        holder = await conn.fetchval(
+            "SELECT id FROM task_instances WHERE idempotency_key = $1", spec.idempotency_key
+        )
+        if holder is None:  # the holder's key was released meanwhile: try again
+            raise RuntimeError(f"idempotency key {spec.idempotency_key!r} changed hands; retry")
+        inserted = await conn.fetchval(
+            "INSERT INTO task_instances (id, run_id, task_type, index, payload, status,"
+            " duplicate_of) VALUES ($1, $2, $3, $4, $5::jsonb, 'duplicate', $6)"
+            " ON CONFLICT (id) DO NOTHING RETURNING true",
+            *args,
+            payload,
+            holder,
+        )
+        row = await _current(conn, task_id)
+        assert row is not None
+        return TaskRow(row["status"], bool(inserted), row["duplicate_of"])
+
+
+async def advance_task(
+    pool: asyncpg.Pool, task_id: str, status: str, error: str | None = None
+) -> TaskRow | None:
+    """Move a task forward to ``running``/``succeeded``/``failed``; None if no such row."""
+    allowed_from = ["pending"] if status == "running" else ["pending", "running"]
+    async with pool.acquire() as conn:
+        changed = await conn.fetchval(
+            "UPDATE task_instances SET status = $2,"
+            " attempts = CASE WHEN $2 = 'running' THEN attempts + 1 ELSE attempts END,"
+            " last_error = CASE WHEN $2 = 'running' THEN last_error ELSE $3 END,"
+            " updated_at = now()"
+            " WHERE id = $1 AND status = ANY($4::text[]) RETURNING true",
+            task_id,
+            status,
+            error,
+            allowed_from,
+        )
+        row = await _current(conn, task_id)
+    if row is None:
+        return None
+    return TaskRow(row["status"], bool(changed), row["duplicate_of"])
+
+
+async def record_attempt(
+    pool: asyncpg.Pool, task_id: str, attempt: int, error: str | None = None
+) -> None:
+    """Note a handler attempt (and its error) while the task is running."""
+    await pool.execute(
+        "UPDATE task_instances SET attempts = GREATEST(attempts, $2),"
+        " last_error = COALESCE($3, last_error), updated_at = now() WHERE id = $1",
+        task_id,
+        attempt,
+        error,
+    )

@@ -1,0 +1,110 @@
+"""The worker process: Temporal worker for both workflows and their activities.
+
+``run_worker`` takes injectable dependencies (client, pool, registry) so tests
+run it in-process; it serves /metrics, /healthz and /readyz, and on shutdown
+stops polling, gives in-flight handlers ``INGEST_SHUTDOWN_GRACE_SECONDS`` to
+finish (then cancels them; Temporal retries them elsewhere), and closes clients.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from datetime import timedelta
+
+import asyncpg
+from temporalio.client import Client
+from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
+from temporalio.worker import Worker
+
+from pipeline import kafka
+from pipeline.clients import db_pool, temporal_client
+from pipeline.runtime import Shutdown, serve_http
+from pipeline.settings import Settings
+from workers.activities import RunActivities
+from workers.handlers import Registry, Resources, load_registry
+from workers.settings import WorkerSettings
+from workers.workflows import RunActivityWorkflow, TaskInstanceWorkflow
+
+log = logging.getLogger(__name__)
+
+
+def sdk_runtime(settings: Settings, port: int) -> Runtime | None:
+    """A Temporal runtime exporting the SDK's own metrics on ``port`` (None when 0)."""
+    if port == 0:
+        return None
+    address = f"{settings.process.metrics_host}:{port}"
+    log.info("Temporal SDK metrics on http://%s/metrics", address)
+    return Runtime(telemetry=TelemetryConfig(metrics=PrometheusConfig(bind_address=address)))
+
+
+def build_worker(
+    client: Client, settings: Settings, worker_cfg: WorkerSettings, activities: RunActivities
+) -> Worker:
+    return Worker(
+        client,
+        task_queue=settings.temporal.task_queue,
+        workflows=[RunActivityWorkflow, TaskInstanceWorkflow],
+        activities=activities.all(),
+        max_concurrent_activities=worker_cfg.max_concurrent_activities,
+        max_concurrent_workflow_tasks=worker_cfg.max_concurrent_workflow_tasks,
+        graceful_shutdown_timeout=timedelta(seconds=settings.process.shutdown_grace_seconds),
+    )
+
+
+async def run_worker(
+    settings: Settings,
+    shutdown: Shutdown,
+    *,
+    client: Client | None = None,
+    pool: asyncpg.Pool | None = None,
+    registry: Registry | None = None,
+    worker_settings: WorkerSettings | None = None,
+) -> int:
+    """Run until ``shutdown`` is triggered; returns the exit code. Raises Unreachable."""
+    wcfg = worker_settings or WorkerSettings()
+    registry = registry or load_registry(wcfg.task_handlers)
+    if client is None:
+        client = await temporal_client(
+            settings.temporal, runtime=sdk_runtime(settings, wcfg.sdk_metrics_port)
+        )
+    own_pool = pool is None
+    if pool is None:
+        pool = await db_pool(settings.database)
+    resources = Resources(lambda: kafka.producer(settings.kafka), wcfg.emit_topic)
+    worker = build_worker(client, settings, wcfg, RunActivities(pool, registry, resources))
+    running = asyncio.create_task(worker.run())
+    server = await serve_http(
+        settings.process.metrics_host,
+        settings.process.metrics_port,
+        ready=lambda: not running.done() and not shutdown.requested,
+    )
+    log.info(
+        "worker polling task queue %s (handlers: %s)",
+        settings.temporal.task_queue,
+        ", ".join(registry.names()),
+    )
+    code = 0
+    try:
+        stop = asyncio.create_task(shutdown.wait())
+        await asyncio.wait({running, stop}, return_when=asyncio.FIRST_COMPLETED)
+        stop.cancel()
+        if running.done():  # the worker died on its own (fatal poll error)
+            exc = running.exception()
+            log.error("worker stopped: %s", exc)
+            code = 1
+        else:
+            grace = settings.process.shutdown_grace_seconds
+            log.info("draining in-flight tasks (up to %ss)", grace)
+            await worker.shutdown()
+            with contextlib.suppress(Exception):
+                await running
+    finally:
+        if server is not None:
+            server.close()
+        await resources.close()
+        if own_pool:
+            await pool.close()
+    log.info("worker stopped")
+    return code

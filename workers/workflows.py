@@ -1,0 +1,171 @@
+"""RunActivityWorkflow (one per trigger) and TaskInstanceWorkflow (one per planned task).
+
+Idempotency (shared/seeds/000, the contract): the run's workflow id and
+``run_id`` come from the trigger; ``log_run`` is an insert-or-nothing; each task
+is a child workflow with the id ``task-{run_id}:{task_type}:{index}`` and
+REJECT_DUPLICATE. On a replay after a worker restart the SDK finds the child
+starts already in history and does not issue them again; the task_instances
+upsert covers activity retries. Workflow code only branches on activity results,
+so it is deterministic.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+
+from temporalio import workflow
+
+with workflow.unsafe.imports_passed_through():
+    from temporalio.common import RetryPolicy, WorkflowIDReusePolicy
+    from temporalio.exceptions import (
+        ActivityError,
+        ApplicationError,
+        ChildWorkflowError,
+        WorkflowAlreadyStartedError,
+    )
+
+    from schemas.ids import task_workflow_id
+    from schemas.workflow_io import (
+        FinishRunInput,
+        LogRunInput,
+        PlanTasksInput,
+        RunActivityInput,
+        RunActivityResult,
+        RunHandlerInput,
+        TaskInstanceInput,
+        TaskInstanceResult,
+        TaskSpec,
+        TaskStateInput,
+        TaskStateResult,
+    )
+    from workers.activities import RunActivities
+    from workers.options import handler_options
+
+# Bookkeeping activities only touch PostgreSQL: retry them without limit (a
+# database outage delays runs, never fails them), with a capped backoff.
+_DB_RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=1), backoff_coefficient=2.0,
+    maximum_interval=timedelta(seconds=30),
+)  # fmt: skip
+_DB_TIMEOUT = timedelta(seconds=30)
+
+
+def describe(exc: BaseException) -> str:
+    """``Type: message`` of the innermost cause (what task rows store as last_error)."""
+    cause = exc
+    while cause.__cause__ is not None:
+        cause = cause.__cause__
+    if isinstance(cause, ApplicationError) and cause.type:
+        return f"{cause.type}: {cause.message}"
+    return f"{type(cause).__name__}: {cause}"
+
+
+@workflow.defn(name="TaskInstanceWorkflow")
+class TaskInstanceWorkflow:
+    @workflow.run
+    async def run(self, inp: TaskInstanceInput) -> TaskInstanceResult:
+        claim = await self._state(inp, "pending")
+        if not claim.claimed:
+            return TaskInstanceResult(inp.task_id, "duplicate")
+        if claim.status in ("succeeded", "failed"):  # finished by an earlier execution
+            return TaskInstanceResult(inp.task_id, claim.status)
+        await self._state(inp, "running")
+        try:
+            opts = handler_options(inp.spec.config)
+            await workflow.execute_activity_method(
+                RunActivities.run_handler,
+                RunHandlerInput(inp.task_id, inp.run_id, inp.activity_id, inp.spec),
+                start_to_close_timeout=timedelta(seconds=opts.timeout_seconds),
+                heartbeat_timeout=timedelta(seconds=opts.heartbeat_timeout_seconds),
+                retry_policy=RetryPolicy(
+                    initial_interval=timedelta(seconds=opts.retry_initial_seconds),
+                    backoff_coefficient=2.0,
+                    maximum_interval=timedelta(seconds=opts.retry_max_interval_seconds),
+                    maximum_attempts=opts.max_attempts,
+                ),
+            )
+        except (ActivityError, ValueError) as exc:
+            error = describe(exc)
+            await self._state(inp, "failed", error)
+            return TaskInstanceResult(inp.task_id, "failed", error)
+        await self._state(inp, "succeeded")
+        return TaskInstanceResult(inp.task_id, "succeeded")
+
+    async def _state(
+        self, inp: TaskInstanceInput, status: str, error: str | None = None
+    ) -> TaskStateResult:
+        return await workflow.execute_activity_method(
+            RunActivities.set_task_state,
+            TaskStateInput(inp.task_id, inp.run_id, inp.spec, status, error),
+            start_to_close_timeout=_DB_TIMEOUT,
+            retry_policy=_DB_RETRY,
+        )
+
+
+@workflow.defn(name="RunActivityWorkflow")
+class RunActivityWorkflow:
+    @workflow.run
+    async def run(self, inp: RunActivityInput) -> RunActivityResult:
+        if workflow.info().workflow_id != inp.workflow_id:
+            raise ApplicationError(
+                f"started as {workflow.info().workflow_id!r} but the input says "
+                f"{inp.workflow_id!r}: start it with the contract id (schemas.ids)",
+                type="WorkflowIdMismatch",
+                non_retryable=True,
+            )
+        await workflow.execute_activity_method(
+            RunActivities.log_run,
+            LogRunInput(inp),
+            start_to_close_timeout=_DB_TIMEOUT,
+            retry_policy=_DB_RETRY,
+        )
+        try:
+            planned = await workflow.execute_activity_method(
+                RunActivities.plan_tasks,
+                PlanTasksInput(inp),
+                start_to_close_timeout=_DB_TIMEOUT,
+                retry_policy=_DB_RETRY,
+            )
+        except ActivityError as exc:
+            await self._finish(inp.run_id, "failed")
+            raise ApplicationError(
+                f"planning failed: {describe(exc)}", type="PlanFailed", non_retryable=True
+            ) from exc
+        results = await asyncio.gather(*(self._child(inp, spec) for spec in planned.tasks))
+        counts = {s: sum(r.status == s for r in results) for s in ("succeeded", "failed")}
+        status = "failed" if counts["failed"] else "succeeded"
+        await self._finish(inp.run_id, status)
+        return RunActivityResult(
+            run_id=inp.run_id,
+            status=status,
+            tasks_total=len(results),
+            tasks_succeeded=counts["succeeded"],
+            tasks_failed=counts["failed"],
+            tasks_duplicate=len(results) - counts["succeeded"] - counts["failed"],
+        )
+
+    async def _child(self, inp: RunActivityInput, spec: TaskSpec) -> TaskInstanceResult:
+        task_id = task_workflow_id(inp.run_id, spec.task_type, spec.index)
+        try:
+            return await workflow.execute_child_workflow(
+                TaskInstanceWorkflow.run,
+                TaskInstanceInput(task_id, inp.run_id, inp.activity_id, spec),
+                id=task_id,
+                id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
+            )
+        except WorkflowAlreadyStartedError:
+            # Only when this run id executes again (e.g. after a reset): the task
+            # already ran under this id, so it is not run again.
+            workflow.logger.info("task %s was already started; not running it again", task_id)
+            return TaskInstanceResult(task_id, "duplicate", "already started")
+        except ChildWorkflowError as exc:
+            return TaskInstanceResult(task_id, "failed", describe(exc))
+
+    async def _finish(self, run_id: str, status: str) -> None:
+        await workflow.execute_activity_method(
+            RunActivities.finish_run,
+            FinishRunInput(run_id, status),
+            start_to_close_timeout=_DB_TIMEOUT,
+            retry_policy=_DB_RETRY,
+        )
