@@ -1,0 +1,56 @@
+"""Which enabled activities subscribe to an event type: cached, refreshed in the background.
+
+The router never restarts to pick up a new or disabled activity: the cache is
+reloaded every ``refresh_seconds``. A failed refresh keeps the last good
+snapshot (and logs), so a database blip does not stop routing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+import asyncpg
+
+log = logging.getLogger(__name__)
+
+
+class ActivityCatalog:
+    def __init__(self, pool: asyncpg.Pool, refresh_seconds: float = 10.0) -> None:
+        self.pool = pool
+        self.refresh_seconds = refresh_seconds
+        self._by_type: dict[str, tuple[str, ...]] = {}
+        self.loaded_at: float | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    async def refresh(self) -> None:
+        rows = await self.pool.fetch(
+            "SELECT id::text AS id, trigger->>'event_type' AS event_type FROM activities"
+            " WHERE enabled AND trigger->>'type' = 'event' ORDER BY id"
+        )
+        by_type: dict[str, list[str]] = {}
+        for r in rows:
+            by_type.setdefault(r["event_type"], []).append(r["id"])
+        self._by_type = {k: tuple(v) for k, v in by_type.items()}
+        self.loaded_at = time.monotonic()
+
+    def subscribers(self, event_type: str) -> tuple[str, ...]:
+        return self._by_type.get(event_type, ())
+
+    async def start(self) -> None:
+        await self.refresh()
+        self._task = asyncio.create_task(self._loop(), name="activity-catalog-refresh")
+
+    async def _loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.refresh_seconds)
+            try:
+                await self.refresh()
+            except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+                log.warning("activity refresh failed, keeping the last snapshot: %s", exc)
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)

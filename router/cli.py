@@ -1,0 +1,92 @@
+"""``ingest router``: consume the events topic and start RunActivityWorkflow runs."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+
+from pipeline import logs, settings
+from pipeline.clients import Unreachable, check_kafka, db_pool, temporal_client
+from pipeline.runtime import Shutdown, serve_http
+from router.config import RouterSettings
+
+log = logging.getLogger("router")
+
+
+async def run_router(
+    cfg: settings.Settings, rcfg: RouterSettings, shutdown: Shutdown | None = None
+) -> int:
+    from router.service import Router
+
+    shutdown = shutdown or Shutdown()
+    shutdown.install()
+    try:
+        await check_kafka(cfg.kafka)
+        client = await temporal_client(cfg.temporal)
+        pool = await db_pool(cfg.database)
+    except Unreachable as exc:
+        log.error("%s", exc)
+        return 1
+    router = Router(cfg, rcfg, client=client, pool=pool, shutdown=shutdown)
+    server = await serve_http(
+        cfg.process.metrics_host, cfg.process.metrics_port, ready=lambda: router.ready
+    )
+    try:
+        await router.run()
+    finally:
+        if server is not None:
+            server.close()
+        await pool.close()
+    return 0
+
+
+def _run(args: argparse.Namespace) -> int:
+    from pipeline.settings import ConfigError
+
+    cfg = settings.load(
+        kafka__events_topic=args.events_topic,
+        kafka__dlq_topic=args.dlq_topic,
+        temporal__task_queue=args.task_queue,
+        process__metrics_port=args.metrics_port,
+    )
+    overrides = {
+        k: v
+        for k, v in {
+            "group": args.group,
+            "concurrency": args.concurrency,
+            "ledger": False if args.no_ledger else None,
+        }.items()
+        if v is not None
+    }
+    try:
+        rcfg = RouterSettings(**overrides)
+    except Exception as exc:  # pydantic ValidationError
+        raise ConfigError(f"INGEST_ROUTER_*: {exc}") from None
+    logs.setup(cfg.process.log_level, cfg.process.log_format, "router")
+    return asyncio.run(run_router(cfg, rcfg))
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser(
+        "router",
+        help="route stamped events to RunActivityWorkflow starts",
+        description=(
+            "Consume the events topic; for each event start RunActivityWorkflow with id "
+            "activity-{activity_id}:{event_id} (REJECT_DUPLICATE) for every enabled activity "
+            "subscribed to its type. Duplicates are absorbed (ledger, then Temporal); offsets "
+            "are committed only up to the highest contiguous acknowledged offset."
+        ),
+    )
+    p.add_argument("--group", help="consumer group (INGEST_ROUTER_GROUP, default ingest-router)")
+    p.add_argument("--concurrency", type=int, help="concurrent starts (INGEST_ROUTER_CONCURRENCY)")
+    p.add_argument("--events-topic", help="topic to consume (KAFKA_EVENTS_TOPIC)")
+    p.add_argument("--dlq-topic", help="dead-letter topic (KAFKA_DLQ_TOPIC)")
+    p.add_argument("--task-queue", help="workers' task queue (TEMPORAL_TASK_QUEUE)")
+    p.add_argument("--metrics-port", type=int, help="/metrics port, 0=off (INGEST_METRICS_PORT)")
+    p.add_argument(
+        "--no-ledger",
+        action="store_true",
+        help="do not consult or write the dedupe ledger (INGEST_ROUTER_LEDGER=false)",
+    )
+    p.set_defaults(func=_run)

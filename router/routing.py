@@ -1,0 +1,248 @@
+"""Turning one event-topic message into its starts: the code path live routing and replay share.
+
+:class:`RoutePlanner` is pure: message -> :class:`Plan` (the runs to start, or
+a DLQ reason, or "unmatched"). :class:`Routing` executes plans: one ledger
+look-up per batch, bounded-concurrency starts, DLQ produces, and the
+bookkeeping that lets the caller commit only what Temporal acknowledged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from aiokafka import AIOKafkaProducer, TopicPartition
+from aiokafka.structs import ConsumerRecord
+
+from pipeline import kafka, metrics
+from router.catalog import ActivityCatalog
+from router.ledger import Ledger, LedgerEntry
+from router.starter import DUPLICATE, ShutdownRequested, Starter, StartRejected
+from schemas import envelope, ids
+from schemas.workflow_io import TRIGGER_EVENT, RunActivityInput
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Stats:
+    """What happened to the messages routed so far (replay prints these)."""
+
+    read: int = 0
+    started: int = 0
+    ledger_duplicates: int = 0
+    temporal_duplicates: int = 0
+    would_start: int = 0
+    dlq: int = 0
+    unmatched: int = 0
+
+    def as_dict(self) -> dict[str, int]:
+        return dict(self.__dict__)
+
+
+@dataclass
+class Plan:
+    msg: ConsumerRecord
+    runs: list[RunActivityInput] = field(default_factory=list)
+    dlq_reason: str | None = None
+    dlq_detail: str = ""
+
+
+class RoutePlanner:
+    def __init__(self, catalog: ActivityCatalog, max_event_bytes: int) -> None:
+        self.catalog = catalog
+        self.max_event_bytes = max_event_bytes
+
+    def plan(self, msg: ConsumerRecord) -> Plan:
+        try:
+            env = envelope.parse(msg.value, msg.headers, max_bytes=self.max_event_bytes)
+        except envelope.EnvelopeError as exc:
+            return Plan(msg, dlq_reason=exc.reason, dlq_detail=exc.detail)
+        if not env.event_id:
+            return Plan(
+                msg,
+                dlq_reason=envelope.R_MISSING_EVENT_ID,
+                dlq_detail="events reaching the router must carry event_id (ingress stamps it)",
+            )
+        event = env.to_dict()
+        runs = []
+        for activity_id in self.catalog.subscribers(env.type):
+            try:
+                wid = ids.event_workflow_id(activity_id, env.event_id)
+            except ValueError as exc:  # pragma: no cover - guarded above
+                return Plan(msg, dlq_reason=envelope.R_BAD_FIELD, dlq_detail=str(exc))
+            runs.append(
+                RunActivityInput(
+                    activity_id=activity_id,
+                    workflow_id=wid,
+                    run_id=str(ids.run_id_for(wid)),
+                    trigger_kind=TRIGGER_EVENT,
+                    event_id=env.event_id,
+                    event=event,
+                )
+            )
+        if not runs:
+            metrics.EVENTS_UNMATCHED.labels(type=env.type[:100]).inc()
+        return Plan(msg, runs=runs)
+
+
+class Routing:
+    """Executes plans. ``on_done(tp, offset)`` is called once a message is fully handled."""
+
+    def __init__(
+        self,
+        *,
+        planner: RoutePlanner,
+        starter: Starter,
+        producer: AIOKafkaProducer,
+        dlq_topic: str,
+        ledger: Ledger | None,
+        concurrency: int,
+        on_done: Callable[[TopicPartition, int], None],
+        stopping: Callable[[], bool],
+        component: str = "router",
+        dry_run: bool = False,
+    ) -> None:
+        self.planner = planner
+        self.starter = starter
+        self.producer = producer
+        self.dlq_topic = dlq_topic
+        self.ledger = ledger
+        self.sem = asyncio.Semaphore(concurrency)
+        self.on_done = on_done
+        self.stopping = stopping
+        self.component = component
+        self.dry_run = dry_run
+        self.stats = Stats()
+        # Acknowledged but not yet written to the ledger; flushed before each commit.
+        self.pending_ledger: list[LedgerEntry] = []
+
+    async def submit(self, batch: list[ConsumerRecord]) -> list[asyncio.Task[None]]:
+        """Plan a batch, look it up in the ledger once, and spawn one task per message."""
+        plans = [self.planner.plan(m) for m in batch]
+        self.stats.read += len(batch)
+        seen: set[str] = set()
+        if self.ledger is not None:
+            wids = [r.workflow_id for p in plans for r in p.runs]
+            seen = await self._retry("ledger lookup", lambda: self.ledger.seen(wids))  # type: ignore[union-attr]
+        return [asyncio.create_task(self._handle(p, seen)) for p in plans]
+
+    async def _handle(self, plan: Plan, seen: set[str]) -> None:
+        msg = plan.msg
+        tp = TopicPartition(msg.topic, msg.partition)
+        try:
+            if plan.dlq_reason is not None:
+                await self._dead_letter(msg, plan.dlq_reason, plan.dlq_detail)
+            else:
+                todo = []
+                for run in plan.runs:
+                    if run.workflow_id in seen:
+                        self.stats.ledger_duplicates += 1
+                        metrics.DUPLICATES_SUPPRESSED.labels(
+                            component=self.component, trigger=run.trigger_kind, layer="ledger"
+                        ).inc()
+                    else:
+                        todo.append(run)
+                if self.dry_run:
+                    self.stats.would_start += len(todo)
+                elif todo:
+                    rejected = await self._start_all(msg, todo)
+                    if rejected is not None:
+                        await self._dead_letter(msg, rejected.reason, rejected.detail)
+                if not plan.runs:
+                    self.stats.unmatched += 1
+        except (ShutdownRequested, asyncio.CancelledError):
+            return  # not done: the offset stays uncommitted and is redelivered
+        self.on_done(tp, msg.offset)
+
+    async def _start_all(
+        self, msg: ConsumerRecord, runs: list[RunActivityInput]
+    ) -> StartRejected | None:
+        async def one(run: RunActivityInput) -> StartRejected | None:
+            async with self.sem:
+                try:
+                    outcome = await self.starter.start(run)
+                except StartRejected as exc:
+                    return exc
+            if outcome == DUPLICATE:
+                self.stats.temporal_duplicates += 1
+            else:
+                self.stats.started += 1
+                if msg.timestamp and msg.timestamp > 0:
+                    metrics.START_LATENCY.observe(max(0.0, time.time() - msg.timestamp / 1000))
+            self.pending_ledger.append(
+                LedgerEntry(
+                    workflow_id=run.workflow_id,
+                    activity_id=run.activity_id,
+                    event_id=run.event_id,
+                    source_topic=msg.topic,
+                    source_partition=msg.partition,
+                    source_offset=msg.offset,
+                )
+            )
+            return None
+
+        results = await asyncio.gather(*(one(r) for r in runs))
+        return next((r for r in results if r is not None), None)
+
+    async def _dead_letter(self, msg: ConsumerRecord, reason: str, detail: str) -> None:
+        headers = kafka.dlq_headers(msg, reason, detail, self.component)
+        if not self.dry_run:
+            await self._retry(
+                "DLQ produce",
+                lambda: self.producer.send_and_wait(
+                    self.dlq_topic, msg.value, key=msg.key, headers=headers
+                ),
+            )
+            metrics.DLQ_MESSAGES.labels(component=self.component, reason=reason).inc()
+        self.stats.dlq += 1
+        log.info(
+            "dead-lettered %s[%d]@%d: %s (%s)", msg.topic, msg.partition, msg.offset, reason, detail
+        )
+
+    async def flush_ledger(self) -> None:
+        """Write pending ledger rows; raises on failure (the caller then does not commit)."""
+        if self.ledger is None or not self.pending_ledger:
+            self.pending_ledger.clear()
+            return
+        entries, self.pending_ledger = self.pending_ledger, []
+        try:
+            await self.ledger.record(entries)
+        except BaseException:
+            self.pending_ledger = entries + self.pending_ledger
+            raise
+
+    async def _retry(self, what: str, fn):  # type: ignore[no-untyped-def]
+        delay = 0.2
+        while True:
+            try:
+                return await fn()
+            except (OSError, ConnectionError, TimeoutError) as exc:
+                err = exc
+            except Exception as exc:  # asyncpg / aiokafka errors
+                if not _transient(exc):
+                    raise
+                err = exc
+            if self.stopping():
+                raise ShutdownRequested(what)
+            log.warning("%s failed (%s), retrying in %.1fs", what, err, delay)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 10.0)
+
+
+def _transient(exc: Exception) -> bool:
+    import asyncpg
+    from aiokafka import errors as kerr
+
+    if isinstance(exc, asyncpg.PostgresConnectionError | asyncpg.InterfaceError):
+        return True
+    if isinstance(exc, asyncpg.PostgresError):
+        return getattr(exc, "sqlstate", "")[:2] in ("08", "53", "57", "40")
+    return (
+        isinstance(exc, kerr.KafkaError) and bool(getattr(exc, "retriable", False))
+    ) or isinstance(
+        exc, kerr.KafkaConnectionError | kerr.KafkaTimeoutError | kerr.RequestTimedOutError
+    )
