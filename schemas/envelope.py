@@ -30,6 +30,9 @@ R_TOO_LARGE = "too_large"
 R_BAD_SPECVERSION = "unsupported_specversion"
 R_MISSING_EVENT_ID = "missing_event_id"
 R_BAD_HEADERS = "bad_headers"
+# orjson reads JSON nested up to 1024 levels but writes at most 254, so a deeper
+# document would parse and then fail when ingress re-serialises it.
+R_TOO_DEEP = "too_deep"
 
 _CE_REQUIRED = ("id", "source", "type")
 _CE_CORE = {
@@ -120,7 +123,23 @@ def parse(
     *,
     max_bytes: int = MAX_EVENT_BYTES,
 ) -> Envelope:
-    """Parse one Kafka message into an :class:`Envelope` or raise :class:`EnvelopeError`."""
+    """Parse one Kafka message into an :class:`Envelope` or raise :class:`EnvelopeError`.
+
+    The result is guaranteed to serialise with :meth:`Envelope.to_json`: anything
+    that would fail there (nesting deeper than orjson writes) is rejected here, so
+    a consumer never crashes on an event it already accepted.
+    """
+    env = _parse(value, headers, max_bytes)
+    try:
+        env.to_json()
+    except orjson.JSONEncodeError as exc:
+        if "ecursion" in str(exc):
+            raise EnvelopeError(R_TOO_DEEP, "JSON nests deeper than 254 levels") from None
+        raise EnvelopeError(R_BAD_FIELD, f"cannot re-serialise event: {exc}") from None
+    return env
+
+
+def _parse(value: bytes | None, headers: Any, max_bytes: int) -> Envelope:
     hdrs = _decode_headers(headers)
     body = value or b""
     if len(body) > max_bytes:
@@ -157,7 +176,8 @@ def parse(
 
 
 def _check_specversion(value: Any) -> None:
-    if value not in SUPPORTED_SPECVERSIONS:
+    # isinstance first: a JSON list or object is unhashable and `in` would raise TypeError.
+    if not isinstance(value, str) or value not in SUPPORTED_SPECVERSIONS:
         raise EnvelopeError(R_BAD_SPECVERSION, f"CloudEvents specversion {value!r} is not 1.0")
 
 
