@@ -1,0 +1,51 @@
+# The two commands a newcomer needs:  make run   and   make test
+# Everything else (Python deps, Kafka jars, Temporal CLI, PostgreSQL) is installed here.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+PYTEST_ARGS ?=
+
+.PHONY: install run test faults bench lint stack-up stack-down stack-status clean
+
+install: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11+ is required (found %s)" % sys.version.split()[0])'
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e '.[dev]'
+	@touch $@
+
+stack-up: install
+	$(BIN)/ingest stack up
+
+stack-down:
+	$(BIN)/ingest stack down
+
+stack-status:
+	$(BIN)/ingest stack status
+
+# Run the pipeline on the local stack in the foreground; Ctrl-C stops it cleanly.
+run: stack-up
+	$(BIN)/ingest migrate
+	$(BIN)/ingest run --seed-demo
+
+# The test suite against the real local stack (CI runs exactly this).
+test: stack-up
+	$(BIN)/ruff check .
+	$(BIN)/pytest -q -m "not slow" $(PYTEST_ARGS)
+
+# Full-size fault-injection runs (CI runs the reduced size inside `make test`).
+faults: stack-up
+	FAULTS_SCALE=full $(BIN)/pytest -q tests/faults $(PYTEST_ARGS)
+
+bench: stack-up
+	$(BIN)/python -m bench.run_all
+
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+clean: stack-down
+	rm -rf .stack $(VENV)
