@@ -1,0 +1,169 @@
+"""RunActivityWorkflow end to end on the real Temporal, PostgreSQL and Kafka."""
+
+from __future__ import annotations
+
+import asyncio
+
+import orjson
+import pytest
+from prometheus_client import REGISTRY
+from temporalio.client import WorkflowFailureError
+from temporalio.exceptions import WorkflowAlreadyStartedError
+
+from pipeline import kafka
+from schemas.ids import task_workflow_id
+from workers.handlers import TaskContext
+
+from .conftest import event_run, insert_activity, registry_with, start_run
+
+
+def metric(name: str, **labels: str) -> float:
+    return REGISTRY.get_sample_value(name, labels) or 0.0
+
+
+async def runs(pool, activity_id: str) -> list:
+    return await pool.fetch("SELECT * FROM activity_runs WHERE activity_id = $1::uuid", activity_id)
+
+
+async def tasks(pool, run_id: str) -> list:
+    return await pool.fetch(
+        "SELECT * FROM task_instances WHERE run_id = $1::uuid ORDER BY index", run_id
+    )
+
+
+async def consume_all(cfg, topic: str, want: int) -> list:
+    consumer = kafka.consumer(cfg.kafka, topic, group_id=None)
+    await consumer.start()
+    got: list = []
+    try:
+        async with asyncio.timeout(30):
+            while len(got) < want:
+                batch = await consumer.getmany(timeout_ms=1000)
+                got += [m for ms in batch.values() for m in ms]
+    finally:
+        await consumer.stop()
+    return got
+
+
+async def test_run_logs_once_runs_every_task_and_emits(cfg, temporal, db_pool, topics, worker):
+    activity_id = await insert_activity(
+        db_pool, [{"type": "noop", "count": 2}, {"type": "emit", "payload": {"kind": "hello"}}]
+    )
+    run = event_run(activity_id, data={"message_id": "m-1"})
+    inserted_before = metric("pipeline_runs_logged_total", result="inserted")
+    ok_before = metric("pipeline_task_instances_total", task_type="noop", status="succeeded")
+    async with worker(emit_topic=topics.out):
+        result = await (await start_run(temporal, run, cfg.temporal.task_queue)).result()
+
+    assert (result.status, result.tasks_total, result.tasks_succeeded) == ("succeeded", 3, 3)
+    (row,) = await runs(db_pool, activity_id)
+    assert str(row["run_id"]) == run.run_id and row["workflow_id"] == run.workflow_id
+    assert (row["trigger_kind"], row["event_id"], row["status"]) == ("event", run.event_id,
+                                                                      "succeeded")  # fmt: skip
+    assert row["finished_at"] is not None
+    rows = await tasks(db_pool, run.run_id)
+    expected = [task_workflow_id(run.run_id, t, i) for i, t in enumerate(["noop", "noop", "emit"])]
+    assert [r["id"] for r in rows] == expected
+    assert {(r["status"], r["attempts"], r["last_error"]) for r in rows} == {("succeeded", 1, None)}
+    assert orjson.loads(rows[2]["payload"])["kind"] == "hello"
+    assert metric("pipeline_runs_logged_total", result="inserted") == inserted_before + 1
+    assert (
+        metric("pipeline_task_instances_total", task_type="noop", status="succeeded")
+        == ok_before + 2
+    )
+
+    (msg,) = await consume_all(cfg, topics.out, 1)
+    assert msg.key == expected[2].encode()
+    body = orjson.loads(msg.value)
+    assert body["kind"] == "hello"
+    assert body["event"]["data"] == {"message_id": "m-1"}
+    assert body["trigger"]["run_id"] == run.run_id
+    assert dict(msg.headers)["task_id"] == expected[2].encode()
+
+
+async def test_same_workflow_id_twice_is_rejected_and_logged_once(cfg, temporal, db_pool, worker):
+    activity_id = await insert_activity(db_pool, [{"type": "noop"}])
+    run = event_run(activity_id)
+    async with worker():
+        await (await start_run(temporal, run, cfg.temporal.task_queue)).result()
+        with pytest.raises(WorkflowAlreadyStartedError):
+            await start_run(temporal, run, cfg.temporal.task_queue)
+    assert len(await runs(db_pool, activity_id)) == 1
+    assert len(await tasks(db_pool, run.run_id)) == 1
+
+
+async def test_shared_idempotency_key_runs_once(cfg, temporal, db_pool, worker):
+    ran: list[str] = []
+
+    async def record(ctx: TaskContext) -> None:
+        ran.append(ctx.task_id)
+
+    key = {"type": "record", "idempotency_key": "{data.message_id}"}
+    activity_id = await insert_activity(db_pool, [key, key])
+    first = event_run(activity_id, data={"message_id": "m-7"})
+    # A later trigger (another event, or the next hour's cron fire) with the same content.
+    second = event_run(activity_id, data={"message_id": "m-7"})
+    async with worker(registry=registry_with(record=record)):
+        r1 = await (await start_run(temporal, first, cfg.temporal.task_queue)).result()
+        r2 = await (await start_run(temporal, second, cfg.temporal.task_queue)).result()
+
+    assert (r1.status, r1.tasks_succeeded, r1.tasks_duplicate) == ("succeeded", 1, 1)
+    assert (r2.status, r2.tasks_succeeded, r2.tasks_duplicate) == ("succeeded", 0, 2)
+    assert len(ran) == 1
+    holder = ran[0]
+    rows = await tasks(db_pool, first.run_id) + await tasks(db_pool, second.run_id)
+    by_status = {r["id"]: (r["status"], r["idempotency_key"], r["duplicate_of"]) for r in rows}
+    assert by_status.pop(holder) == ("succeeded", "m-7", None)
+    assert set(by_status.values()) == {("duplicate", None, holder)}
+    assert len(by_status) == 3
+
+
+async def test_failing_tasks_are_recorded_and_fail_the_run(cfg, temporal, db_pool, worker):
+    calls: list[int] = []
+
+    async def flaky(ctx: TaskContext) -> None:
+        calls.append(ctx.attempt)
+        raise RuntimeError(f"transient #{ctx.attempt}")
+
+    activity_id = await insert_activity(
+        db_pool,
+        [
+            {"type": "fail", "config": {"message": "boom"}},
+            {"type": "noop"},
+            {"type": "flaky", "config": {"max_attempts": 2, "retry_initial_seconds": 0.1}},
+            {"type": "nobody-handles-this"},
+        ],
+    )
+    run = event_run(activity_id)
+    async with worker(registry=registry_with(flaky=flaky)):
+        result = await (await start_run(temporal, run, cfg.temporal.task_queue)).result()
+
+    assert (result.status, result.tasks_failed, result.tasks_succeeded) == ("failed", 3, 1)
+    (row,) = await runs(db_pool, activity_id)
+    assert row["status"] == "failed" and row["finished_at"] is not None
+    rows = {r["task_type"]: r for r in await tasks(db_pool, run.run_id)}
+    assert rows["noop"]["status"] == "succeeded"
+    assert (rows["fail"]["status"], rows["fail"]["attempts"]) == ("failed", 1)  # no retry
+    assert rows["fail"]["last_error"] == "PermanentTaskError: boom"
+    assert (rows["flaky"]["status"], rows["flaky"]["attempts"]) == ("failed", 2)
+    assert "transient #2" in rows["flaky"]["last_error"]
+    assert calls == [1, 2]
+    assert rows["nobody-handles-this"]["status"] == "failed"
+    assert rows["nobody-handles-this"]["last_error"].startswith("UnknownTaskType: no handler")
+
+
+async def test_unplannable_definition_fails_the_run_with_a_clear_error(
+    cfg, temporal, db_pool, worker
+):
+    activity_id = await insert_activity(
+        db_pool, [{"type": "noop", "idempotency_key": "{data.message_id}"}]
+    )
+    run = event_run(activity_id, data={})  # no message_id
+    async with worker():
+        handle = await start_run(temporal, run, cfg.temporal.task_queue)
+        with pytest.raises(WorkflowFailureError) as info:
+            await handle.result()
+    assert "data.message_id" in str(info.value.cause)
+    (row,) = await runs(db_pool, activity_id)
+    assert row["status"] == "failed"
+    assert await tasks(db_pool, run.run_id) == []

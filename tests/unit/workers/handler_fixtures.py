@@ -1,0 +1,21 @@
+"""Handlers loaded by name in the registry tests (INGEST_TASK_HANDLERS)."""
+
+from workers.handlers import TaskContext, register
+
+
+@register("greet")
+async def greet(ctx: TaskContext) -> None:
+    pass
+
+
+@register("shout")
+async def shout(ctx: TaskContext) -> None:
+    pass
+
+
+async def plain(ctx: TaskContext) -> None:
+    pass
+
+
+def not_async(ctx: TaskContext) -> None:
+    pass
