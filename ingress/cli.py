@@ -1,0 +1,116 @@
+"""``ingest ingress``: raw topic(s) -> stamped events topic, bad input -> DLQ."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+
+from pipeline import logs, settings
+from pipeline.clients import Unreachable, check_kafka
+from pipeline.runtime import Shutdown
+
+_DESCRIPTION = """\
+Consume the raw topic(s), give every event a stable event_id, and produce it as
+JSON to the events topic keyed by that event_id (all redeliveries of one event
+land on one partition). Malformed input goes to the DLQ topic byte-for-byte with
+dlq_reason/dlq_detail/dlq_source_* headers. Raw offsets are committed only after
+Kafka acknowledged every record of the batch; SIGTERM drains, commits, exits 0.
+
+Every flag has an environment variable; the flag wins."""
+
+
+async def _main(args: argparse.Namespace) -> int:
+    from ingress import config as ingress_config
+    from ingress.service import run_ingress
+
+    cfg = settings.load(
+        kafka__raw_topic=args.raw_topic,
+        kafka__events_topic=args.events_topic,
+        kafka__dlq_topic=args.dlq_topic,
+        process__metrics_port=args.metrics_port,
+    )
+    icfg = ingress_config.load(
+        group=args.group,
+        strategy=args.strategy,
+        max_event_bytes=args.max_event_bytes,
+        exactly_once=True if args.exactly_once else None,
+    )
+    logs.setup(cfg.process.log_level, cfg.process.log_format, "ingress")
+    try:
+        existing = set(await check_kafka(cfg.kafka))
+    except Unreachable as exc:
+        print(f"ingest ingress: {exc}", file=sys.stderr)
+        return 1
+    wanted = [*cfg.kafka.raw_topic.split(","), cfg.kafka.events_topic, cfg.kafka.dlq_topic]
+    missing = [t.strip() for t in wanted if t.strip() and t.strip() not in existing]
+    if missing:
+        import logging
+
+        logging.getLogger("ingress").warning(
+            "topics not found on the broker (run `ingest stack up` or create them): %s",
+            ", ".join(missing),
+        )
+    shutdown = Shutdown()
+    shutdown.install()
+    return await run_ingress(cfg, shutdown, config=icfg)
+
+
+def _run(args: argparse.Namespace) -> int:
+    return asyncio.run(_main(args))
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser(
+        "ingress",
+        help="stamp raw events with a stable event_id and publish them to the events topic",
+        description=_DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument(
+        "--strategy",
+        metavar="{source,content,header:NAME}",
+        help=(
+            "how to stamp an event that has no id (env INGEST_INGRESS_STRATEGY, default "
+            "source): source = UUIDv5 of raw topic/partition/offset; content = UUIDv5 of "
+            "key+value bytes; header:NAME = the value of Kafka header NAME (missing -> "
+            "DLQ reason missing_event_id_header). Existing ids are never changed."
+        ),
+    )
+    p.add_argument(
+        "--group",
+        help="consumer group on the raw topic (env INGEST_INGRESS_GROUP, default ingest-ingress)",
+    )
+    p.add_argument(
+        "--raw-topic",
+        help="topic(s) to consume, comma-separated (env KAFKA_RAW_TOPIC, default ingest.raw)",
+    )
+    p.add_argument(
+        "--events-topic",
+        help="where stamped events go (env KAFKA_EVENTS_TOPIC, default ingest.events)",
+    )
+    p.add_argument(
+        "--dlq-topic", help="where malformed input goes (env KAFKA_DLQ_TOPIC, default ingest.dlq)"
+    )
+    p.add_argument(
+        "--metrics-port",
+        type=int,
+        help="port for /metrics, /healthz, /readyz; 0 disables (env INGEST_METRICS_PORT, 9400)",
+    )
+    p.add_argument(
+        "--max-event-bytes",
+        type=int,
+        help=(
+            "raw messages larger than this go to the DLQ with reason too_large "
+            "(env INGEST_MAX_EVENT_BYTES, default 1000000)"
+        ),
+    )
+    p.add_argument(
+        "--exactly-once",
+        action="store_true",
+        help=(
+            "produce and commit in one Kafka transaction, so a crash leaves no duplicate "
+            "in the events topic for read_committed consumers (env INGEST_INGRESS_EXACTLY_ONCE)"
+        ),
+    )
+    p.set_defaults(func=_run)

@@ -1,0 +1,99 @@
+"""One raw message in, one outgoing record out: a stamped event or a DLQ record.
+
+Pure functions (no Kafka I/O) so every branch is unit-testable. The service
+sends what these return and commits a raw offset only once its record is
+acknowledged.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from aiokafka.structs import ConsumerRecord
+
+from ingress.stamping import StampError, Strategy, stamp
+from pipeline.kafka import dlq_headers
+from schemas.envelope import EnvelopeError, parse
+
+log = logging.getLogger(__name__)
+
+COMPONENT = "ingress"
+# Headers ingress adds to every stamped event (replacing any that came in).
+H_STAMP = "ingress_stamp"  # the strategy that gave the id, or "existing"
+H_SOURCE = "ingress_source"  # "{topic}/{partition}/{offset}" of the raw message
+R_INTERNAL = "ingress_error"  # a bug in ingress, not in the input; logged with a traceback
+
+
+@dataclass(frozen=True)
+class Outgoing:
+    """A record to produce for one raw message.
+
+    ``reason`` is None for a stamped event and the DLQ reason otherwise;
+    ``label`` is the ``pipeline_events_stamped_total`` strategy label of an event.
+    """
+
+    source: ConsumerRecord
+    topic: str
+    key: bytes | None
+    value: bytes | None
+    headers: list[tuple[str, bytes]]
+    reason: str | None = None
+    label: str | None = None
+
+    @property
+    def tp(self) -> tuple[str, int]:
+        return self.source.topic, self.source.partition
+
+
+def to_dlq(msg: ConsumerRecord, dlq_topic: str, reason: str, detail: str) -> Outgoing:
+    """The original key and value byte-for-byte, plus the ``dlq_*`` headers."""
+    return Outgoing(
+        source=msg,
+        topic=dlq_topic,
+        key=msg.key,
+        value=msg.value,
+        headers=dlq_headers(msg, reason, detail, COMPONENT),
+        reason=reason,
+    )
+
+
+def transform(
+    msg: ConsumerRecord,
+    *,
+    strategy: Strategy,
+    events_topic: str,
+    dlq_topic: str,
+    max_bytes: int,
+) -> Outgoing:
+    """Parse and stamp ``msg``; never raises (bad input becomes a DLQ record).
+
+    The event is keyed by its ``event_id``: every redelivery of one event lands on
+    the same events partition, so the router sees duplicates in order, one after
+    the other, on one consumer.
+    """
+    try:
+        env = parse(msg.value, msg.headers, max_bytes=max_bytes)
+        env, label = stamp(env, msg, strategy)
+        assert env.event_id is not None
+        headers = [(k, v) for k, v in env.headers if k not in (H_STAMP, H_SOURCE)]
+        headers.append((H_STAMP, label.encode()))
+        headers.append((H_SOURCE, f"{msg.topic}/{msg.partition}/{msg.offset}".encode()))
+        return Outgoing(
+            source=msg,
+            topic=events_topic,
+            key=env.event_id.encode(),
+            value=env.to_json(),
+            headers=headers,
+            label=label,
+        )
+    except (EnvelopeError, StampError) as exc:
+        return to_dlq(msg, dlq_topic, exc.reason, exc.detail)
+    except Exception as exc:  # a bug must not stall the partition: park the message
+        log.exception(
+            "unexpected error on %s/%d@%d; sending it to the DLQ",
+            msg.topic,
+            msg.partition,
+            msg.offset,
+        )
+        return to_dlq(msg, dlq_topic, R_INTERNAL, f"{type(exc).__name__}: {exc}")

@@ -1,0 +1,329 @@
+"""The ingress loop: raw topic(s) -> stamped events topic (bad input -> DLQ).
+
+At-least-once, batch by batch: ``getmany`` -> transform every message -> send
+every record -> wait for every acknowledgement -> commit ``offset + 1`` per
+partition. A raw offset is committed only once its record (event or DLQ) is
+acknowledged by Kafka (``acks=all``, idempotent producer), so a crash anywhere
+means redelivery, never loss; and because stamping is derived from the message
+(never ``uuid4``), a redelivered message gets the same ``event_id`` again and
+the router's deterministic workflow ids absorb the duplicate.
+
+Rebalances: the revoke callback waits (bounded by ``revoke_wait_seconds``) for
+the in-flight batch, then commits what is acknowledged for the revoked
+partitions: only a contiguous acknowledged prefix per partition is ever
+committed, so a message not yet produced is never skipped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener
+from aiokafka.errors import CommitFailedError, IllegalStateError, KafkaError
+from aiokafka.structs import ConsumerRecord, TopicPartition
+
+from ingress.config import IngressConfig
+from ingress.delivery import DrainTimeout, FatalProduceError, deliver
+from ingress.records import COMPONENT, Outgoing, transform
+from ingress.stamping import Strategy
+from pipeline import kafka, metrics
+from pipeline.runtime import Shutdown, serve_http
+from pipeline.settings import Settings
+
+log = logging.getLogger(__name__)
+
+ConsumerFactory = Callable[[], AIOKafkaConsumer]
+ProducerFactory = Callable[[], AIOKafkaProducer]
+
+
+def raw_topics(settings: Settings) -> list[str]:
+    """``KAFKA_RAW_TOPIC`` may name several topics, comma-separated."""
+    topics = [t.strip() for t in settings.kafka.raw_topic.split(",") if t.strip()]
+    if not topics:
+        raise ValueError("KAFKA_RAW_TOPIC names no topic")
+    return topics
+
+
+class _AckTracker:
+    """Per partition, the next offset to commit: the end of the acknowledged prefix.
+
+    Records are acknowledged in any order (retries, DLQ fallbacks); committing
+    past an unacknowledged one would lose it, so the commit point only advances
+    over a contiguous run of acknowledged offsets.
+    """
+
+    def __init__(self, batch: dict[TopicPartition, list[ConsumerRecord]]) -> None:
+        self._offsets = {tp: sorted(m.offset for m in msgs) for tp, msgs in batch.items()}
+        self._acked: dict[TopicPartition, set[int]] = {tp: set() for tp in batch}
+        self._next: dict[TopicPartition, int] = {tp: 0 for tp in batch}
+
+    def ack(self, msg: ConsumerRecord) -> tuple[TopicPartition, int] | None:
+        """Mark ``msg`` done; returns (tp, next offset to commit) when that advanced."""
+        tp = TopicPartition(msg.topic, msg.partition)
+        offsets = self._offsets[tp]
+        self._acked[tp].add(msg.offset)
+        i = start = self._next[tp]
+        while i < len(offsets) and offsets[i] in self._acked[tp]:
+            i += 1
+        self._next[tp] = i
+        if i == start:
+            return None
+        return tp, offsets[i - 1] + 1
+
+    def pending(self) -> int:
+        return sum(len(o) - self._next[tp] for tp, o in self._offsets.items())
+
+
+class _Rebalance(ConsumerRebalanceListener):  # type: ignore[misc]
+    def __init__(self, ingress: Ingress) -> None:
+        self._ingress = ingress
+
+    async def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
+        await self._ingress.on_revoked(set(revoked))
+
+    async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
+        log.info("assigned %s", sorted(f"{tp.topic}/{tp.partition}" for tp in assigned))
+
+
+class Ingress:
+    """One ingress process. ``run()`` returns the exit code."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        config: IngressConfig,
+        shutdown: Shutdown,
+        *,
+        strategy: Strategy | None = None,
+        consumer_factory: ConsumerFactory | None = None,
+        producer_factory: ProducerFactory | None = None,
+    ) -> None:
+        self.settings = settings
+        self.config = config
+        self.shutdown = shutdown
+        self.strategy = strategy or config.stamping()
+        self.topics = raw_topics(settings)
+        self._consumer_factory = consumer_factory or self._default_consumer
+        self._producer_factory = producer_factory or self._default_producer
+        self._consumer: AIOKafkaConsumer | None = None
+        self._acked: dict[TopicPartition, int] = {}  # next offset to commit (acknowledged)
+        self._committed: dict[TopicPartition, int] = {}
+        self._idle = asyncio.Event()  # set when no batch is in flight
+        self._idle.set()
+        self._shutdown_at: float | None = None
+        self._last_lag = 0.0
+        self.ready = False
+
+    # -- clients ---------------------------------------------------------------
+
+    def _default_consumer(self) -> AIOKafkaConsumer:
+        return kafka.consumer(
+            self.settings.kafka, group_id=self.config.group, max_poll_records=self.config.batch_size
+        )
+
+    def _default_producer(self) -> AIOKafkaProducer:
+        # Room for the largest accepted raw event plus the envelope we add; the
+        # broker's own limit still applies and is handled as too_large.
+        size = max(1024 * 1024, self.config.max_event_bytes * 2 + 64 * 1024)
+        return kafka.producer(self.settings.kafka, max_request_size=size)
+
+    # -- main loop -------------------------------------------------------------
+
+    async def run(self) -> int:
+        producer = self._producer_factory()
+        consumer = self._consumer_factory()
+        consumer.subscribe(topics=self.topics, listener=_Rebalance(self))
+        self._consumer = consumer
+        started: list[AIOKafkaConsumer | AIOKafkaProducer] = []
+        code = 0
+        try:
+            await producer.start()
+            started.append(producer)
+            await consumer.start()
+            started.append(consumer)
+            self.ready = True
+            log.info(
+                "ingress consuming %s (group %s, strategy %s) -> %s, DLQ %s",
+                ",".join(self.topics),
+                self.config.group,
+                self.config.strategy,
+                self.settings.kafka.events_topic,
+                self.settings.kafka.dlq_topic,
+            )
+            while not self.shutdown.requested:
+                batch = await consumer.getmany(timeout_ms=500, max_records=self.config.batch_size)
+                if batch:
+                    await self._handle(producer, consumer, batch)
+                await self._maybe_update_lag(consumer)
+            log.info("shutdown: last batch committed, stopping")
+        except FatalProduceError as exc:
+            log.error("fatal produce error, exiting without committing the batch: %s", exc)
+            code = 1
+        except DrainTimeout as exc:
+            log.error("shutdown grace period over before the batch was delivered: %s", exc)
+            await self._commit(consumer)  # what was acknowledged
+            code = 1
+        finally:
+            self.ready = False
+            for client in reversed(started):
+                try:
+                    await client.stop()
+                except Exception:
+                    log.exception("stopping %s failed", type(client).__name__)
+        return code
+
+    async def _handle(
+        self,
+        producer: AIOKafkaProducer,
+        consumer: AIOKafkaConsumer,
+        batch: dict[TopicPartition, list[ConsumerRecord]],
+    ) -> None:
+        self._idle.clear()
+        try:
+            records: list[Outgoing] = []
+            for tp, msgs in batch.items():
+                metrics.EVENTS_CONSUMED.labels(COMPONENT, tp.topic).inc(len(msgs))
+                for msg in msgs:
+                    records.append(
+                        transform(
+                            msg,
+                            strategy=self.strategy,
+                            events_topic=self.settings.kafka.events_topic,
+                            dlq_topic=self.settings.kafka.dlq_topic,
+                            max_bytes=self.config.max_event_bytes,
+                        )
+                    )
+            tracker = _AckTracker(batch)
+
+            def on_acked(rec: Outgoing) -> None:
+                if rec.reason is None:
+                    metrics.EVENTS_STAMPED.labels(rec.label).inc()
+                else:
+                    metrics.DLQ_MESSAGES.labels(COMPONENT, rec.reason).inc()
+                advanced = tracker.ack(rec.source)
+                if advanced is not None:
+                    tp, offset = advanced
+                    self._acked[tp] = max(offset, self._acked.get(tp, 0))
+
+            await deliver(
+                producer,
+                records,
+                dlq_topic=self.settings.kafka.dlq_topic,
+                on_acked=on_acked,
+                give_up=self._grace_over,
+                backoff_min=self.config.retry_backoff_min_seconds,
+                backoff_max=self.config.retry_backoff_max_seconds,
+            )
+        finally:
+            self._idle.set()
+        if self.config.fault_commit_delay_seconds:
+            log.warning("fault injection: delaying the commit")
+            await self.shutdown.wait(self.config.fault_commit_delay_seconds)
+        await self._commit(consumer)
+
+    def _grace_over(self) -> bool:
+        if not self.shutdown.requested:
+            return False
+        now = time.monotonic()
+        if self._shutdown_at is None:
+            self._shutdown_at = now
+        return now - self._shutdown_at > self.settings.process.shutdown_grace_seconds
+
+    # -- commits and rebalances -----------------------------------------------
+
+    async def _commit(
+        self, consumer: AIOKafkaConsumer, only: set[TopicPartition] | None = None
+    ) -> None:
+        """Commit the acknowledged prefix of each (still assigned) partition."""
+        assigned = consumer.assignment()
+        offsets = {
+            tp: off
+            for tp, off in self._acked.items()
+            if tp in assigned and (only is None or tp in only) and off > self._committed.get(tp, -1)
+        }
+        if not offsets:
+            return
+        try:
+            await consumer.commit(offsets)
+        except (CommitFailedError, IllegalStateError) as exc:
+            # The group moved on; those messages will be redelivered elsewhere
+            # with the same ids, which the contract absorbs.
+            log.warning("commit of %d partitions skipped: %s", len(offsets), exc)
+            return
+        except KafkaError as exc:
+            log.warning("commit failed, will retry after the next batch: %s", exc)
+            return
+        self._committed.update(offsets)
+
+    async def on_revoked(self, revoked: set[TopicPartition]) -> None:
+        if not self._idle.is_set():
+            try:
+                await asyncio.wait_for(self._idle.wait(), self.config.revoke_wait_seconds)
+            except TimeoutError:
+                log.warning(
+                    "revoke: in-flight batch still undelivered after %.0fs; committing "
+                    "the acknowledged part only",
+                    self.config.revoke_wait_seconds,
+                )
+        if self._consumer is not None and revoked:
+            await self._commit(self._consumer, only=revoked)
+        for tp in revoked:
+            self._acked.pop(tp, None)
+            self._committed.pop(tp, None)
+            try:
+                metrics.CONSUMER_LAG.remove(COMPONENT, tp.topic, str(tp.partition))
+            except KeyError:
+                pass
+
+    # -- lag ---------------------------------------------------------------------
+
+    async def _maybe_update_lag(self, consumer: AIOKafkaConsumer) -> None:
+        now = time.monotonic()
+        if now - self._last_lag < self.config.lag_interval_seconds:
+            return
+        self._last_lag = now
+        for tp in consumer.assignment():
+            try:
+                high = consumer.highwater(tp)
+                if high is None:
+                    continue
+                base = self._committed.get(tp)
+                if base is None:
+                    base = await consumer.committed(tp)
+                if base is None:
+                    base = await consumer.position(tp)
+            except (AssertionError, IllegalStateError, KafkaError):
+                continue  # revoked meanwhile, or the broker is briefly away
+            lag = max(0, high - base)
+            metrics.CONSUMER_LAG.labels(COMPONENT, tp.topic, str(tp.partition)).set(lag)
+
+
+async def run_ingress(
+    settings: Settings,
+    shutdown: Shutdown,
+    *,
+    config: IngressConfig | None = None,
+    strategy: Strategy | None = None,
+    serve: bool = True,
+) -> int:
+    """Run until ``shutdown``; 0 after a clean drain, non-zero after a fatal error."""
+    from ingress.config import load
+
+    cfg = config or load()
+    ingress = Ingress(settings, cfg, shutdown, strategy=strategy)
+    server = None
+    if serve:
+        server = await serve_http(
+            settings.process.metrics_host,
+            settings.process.metrics_port,
+            lambda: ingress.ready,
+        )
+    try:
+        return await ingress.run()
+    finally:
+        if server is not None:
+            server.close()
+            await server.wait_closed()

@@ -1,0 +1,121 @@
+"""deliver(): retry retriable failures, DLQ what Kafka finds too large, fail on the rest."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from aiokafka.errors import (
+    KafkaConnectionError,
+    MessageSizeTooLargeError,
+    NotLeaderForPartitionError,
+    TopicAuthorizationFailedError,
+)
+
+from ingress.delivery import DrainTimeout, FatalProduceError, deliver
+from ingress.records import Outgoing, transform
+from ingress.stamping import SourceStrategy
+from tests.unit.ingress.helpers import record
+
+KW = {"strategy": SourceStrategy(), "events_topic": "ev", "dlq_topic": "dlq", "max_bytes": 10**6}
+
+
+class FakeProducer:
+    """Fails the n-th send (at send time or on the future) as scripted."""
+
+    def __init__(self, script: dict[int, tuple[str, BaseException]] | None = None) -> None:
+        self.script = script or {}
+        self.calls = 0
+        self.sent: list[tuple[str, bytes | None, bytes | None]] = []
+
+    async def send(self, topic, value=None, key=None, headers=None):
+        n = self.calls
+        self.calls += 1
+        where, exc = self.script.get(n, ("", None))
+        if where == "send":
+            raise exc
+        fut: asyncio.Future[object] = asyncio.get_running_loop().create_future()
+        if where == "future":
+            fut.set_exception(exc)
+        else:
+            self.sent.append((topic, key, value))
+            fut.set_result(None)
+        return fut
+
+
+def recs(n: int) -> list[Outgoing]:
+    return [transform(record(b'{"type":"t"}', offset=i), **KW) for i in range(n)]
+
+
+async def run(producer: FakeProducer, records: list[Outgoing], give_up=lambda: False):
+    acked: list[Outgoing] = []
+    sleeps: list[float] = []
+
+    async def sleep(s: float) -> None:
+        sleeps.append(s)
+
+    await deliver(
+        producer,
+        records,
+        dlq_topic="dlq",
+        on_acked=acked.append,
+        give_up=give_up,
+        sleep=sleep,
+        backoff_min=0.1,
+        backoff_max=0.3,
+    )
+    return acked, sleeps
+
+
+async def test_all_acked_first_time() -> None:
+    acked, sleeps = await run(FakeProducer(), recs(3))
+    assert [r.source.offset for r in acked] == [0, 1, 2] and sleeps == []
+
+
+async def test_retriable_failures_are_resent_with_backoff_only_the_failed_ones() -> None:
+    p = FakeProducer(
+        {
+            1: ("future", NotLeaderForPartitionError()),
+            3: ("future", NotLeaderForPartitionError()),
+            4: ("future", NotLeaderForPartitionError()),
+            5: ("future", NotLeaderForPartitionError()),
+        }
+    )
+    acked, sleeps = await run(p, recs(3))
+    assert sorted(r.source.offset for r in acked) == [0, 1, 2]
+    assert len(p.sent) == 3  # nothing produced twice
+    assert sleeps == [0.1, 0.2, 0.3, 0.3]  # doubling, capped
+
+
+async def test_send_time_connection_error_stops_the_round() -> None:
+    p = FakeProducer({0: ("send", KafkaConnectionError())})
+    acked, sleeps = await run(p, recs(4))
+    assert p.calls == 5  # 1 failed send, then all 4 again: the rest did not wait it out
+    assert len(acked) == 4 and sleeps == [0.1]
+
+
+async def test_too_large_event_becomes_a_dlq_record() -> None:
+    p = FakeProducer({0: ("future", MessageSizeTooLargeError())})
+    acked, _ = await run(p, recs(1))
+    assert acked[0].topic == "dlq" and acked[0].reason == "too_large"
+    assert p.sent[0][2] == b'{"type":"t"}'  # the original bytes
+
+
+async def test_too_large_dlq_record_goes_without_its_value() -> None:
+    p = FakeProducer(
+        {0: ("future", MessageSizeTooLargeError()), 1: ("send", MessageSizeTooLargeError())}
+    )
+    acked, _ = await run(p, recs(1))
+    assert acked[0].value is None and ("dlq_value_omitted", b"1") in acked[0].headers
+
+
+async def test_fatal_error_raises() -> None:
+    p = FakeProducer({1: ("future", TopicAuthorizationFailedError())})
+    with pytest.raises(FatalProduceError):
+        await run(p, recs(2))
+
+
+async def test_give_up_during_shutdown_raises_drain_timeout() -> None:
+    p = FakeProducer({i: ("send", KafkaConnectionError()) for i in range(100)})
+    with pytest.raises(DrainTimeout):
+        await run(p, recs(2), give_up=lambda: True)

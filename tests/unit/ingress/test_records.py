@@ -1,0 +1,72 @@
+"""transform(): one raw message -> a stamped event or a DLQ record, never an exception."""
+
+from __future__ import annotations
+
+import orjson
+
+from ingress import records
+from ingress.records import H_SOURCE, H_STAMP, transform
+from ingress.stamping import SourceStrategy, Strategy
+from schemas.ids import source_event_id
+from tests.unit.ingress.helpers import record
+
+KW = {"strategy": SourceStrategy(), "events_topic": "ev", "dlq_topic": "dlq", "max_bytes": 1000}
+
+
+def hdrs(out: records.Outgoing) -> dict[str, bytes]:
+    return dict(out.headers)
+
+
+def test_stamped_event_is_keyed_by_event_id_with_headers() -> None:
+    msg = record(
+        b'{"type":"t","data":{"a":1}}',
+        key=b"k",
+        headers=[("trace", b"1")],
+        topic="raw",
+        partition=1,
+        offset=7,
+    )
+    out = transform(msg, **KW)
+    eid = source_event_id("raw", 1, 7)
+    assert out.topic == "ev" and out.reason is None and out.label == "source"
+    assert out.key == eid.encode()
+    assert orjson.loads(out.value) == {"event_id": eid, "type": "t", "data": {"a": 1}}
+    assert hdrs(out) == {"trace": b"1", H_STAMP: b"source", H_SOURCE: b"raw/1/7"}
+
+
+def test_existing_id_kept_and_incoming_ingress_headers_replaced() -> None:
+    msg = record(b'{"type":"t","event_id":"mine"}', headers=[(H_STAMP, b"forged")])
+    out = transform(msg, **KW)
+    assert out.key == b"mine" and orjson.loads(out.value)["event_id"] == "mine"
+    assert [v for k, v in out.headers if k == H_STAMP] == [b"existing"]
+
+
+def test_malformed_goes_to_dlq_with_original_bytes() -> None:
+    msg = record(b"\x00garbage", key=b"k", headers=[("trace", b"1")], partition=2, offset=9)
+    out = transform(msg, **KW)
+    assert (out.topic, out.key, out.value, out.reason) == ("dlq", b"k", b"\x00garbage", "not_json")
+    h = hdrs(out)
+    assert h["dlq_reason"] == b"not_json" and h["dlq_component"] == b"ingress"
+    assert (h["dlq_source_topic"], h["dlq_source_partition"], h["dlq_source_offset"]) == (
+        b"raw",
+        b"2",
+        b"9",
+    )
+    assert h["trace"] == b"1" and h["dlq_attempt"] == b"1"
+
+
+def test_too_large_goes_to_dlq() -> None:
+    out = transform(record(b'{"type":"t","data":"' + b"x" * 2000 + b'"}'), **KW)
+    assert out.reason == "too_large"
+
+
+def test_a_bug_in_stamping_goes_to_dlq_not_up_the_stack() -> None:
+    class Broken:
+        label = "broken"
+
+        def derive(self, msg):
+            raise RuntimeError("boom")
+
+    strategy: Strategy = Broken()
+    out = transform(record(b'{"type":"t"}'), **{**KW, "strategy": strategy})
+    assert out.reason == records.R_INTERNAL and b"boom" in hdrs(out)["dlq_detail"]
