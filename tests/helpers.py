@@ -54,6 +54,17 @@ async def produce(
     return [(m.partition, m.offset) for m in mds]
 
 
+async def _partitions(consumer: AIOKafkaConsumer, topic: str) -> set[int]:
+    """Partitions of an existing topic (waits for metadata; never an empty answer)."""
+    for _ in range(50):
+        cluster = await consumer._client.fetch_all_metadata()
+        parts = cluster.partitions_for_topic(topic)
+        if parts:
+            return set(parts)
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"topic {topic} has no partitions in the metadata")
+
+
 async def read_all(bootstrap: str, topic: str, idle_ms: int = 1500) -> list[Any]:
     """Every message currently on ``topic`` (reads until the end offsets)."""
     consumer = AIOKafkaConsumer(
@@ -62,10 +73,7 @@ async def read_all(bootstrap: str, topic: str, idle_ms: int = 1500) -> list[Any]
     await consumer.start()
     await asyncio.sleep(0.05)  # see end_offsets
     try:
-        parts = consumer.partitions_for_topic(topic)
-        while parts is None:
-            await consumer._client.force_metadata_update()
-            parts = consumer.partitions_for_topic(topic)
+        parts = await _partitions(consumer, topic)
         tps = [TopicPartition(topic, p) for p in sorted(parts)]
         consumer.assign(tps)
         await consumer.seek_to_beginning(*tps)
@@ -88,7 +96,7 @@ async def committed(bootstrap: str, group: str, topic: str) -> dict[int, int | N
     consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=group)
     await consumer.start()
     try:
-        parts = consumer.partitions_for_topic(topic) or set()
+        parts = await _partitions(consumer, topic)
         return {p: await consumer.committed(TopicPartition(topic, p)) for p in sorted(parts)}
     finally:
         await consumer.stop()
@@ -101,7 +109,7 @@ async def end_offsets(bootstrap: str, topic: str) -> dict[int, int]:
     # run once raises CancelledError; one loop turn avoids it.
     await asyncio.sleep(0.05)
     try:
-        parts = consumer.partitions_for_topic(topic) or set()
+        parts = await _partitions(consumer, topic)
         tps = [TopicPartition(topic, p) for p in sorted(parts)]
         return {tp.partition: off for tp, off in (await consumer.end_offsets(tps)).items()}
     finally:
