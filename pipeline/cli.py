@@ -18,7 +18,9 @@ COMMANDS = [
     "pipeline.run_cmd",
     "ingress.cli",
     "router.cli",
+    "router.replay_cmd",
     "workers.cli",
+    "scheduler.cli",
 ]
 
 
