@@ -455,7 +455,7 @@ def known_env_vars() -> frozenset[str]:
         try:
             module = importlib.import_module(module_name)
         except ModuleNotFoundError as exc:
-            if exc.name == module_name:  # not written yet
+            if exc.name and f"{module_name}.".startswith(f"{exc.name}."):  # not written yet
                 continue
             raise
         for obj in vars(module).values():
