@@ -44,6 +44,9 @@ def _run(args: argparse.Namespace) -> int:
     except Unreachable as exc:
         print(f"ingest worker: {exc}")
         return 1
+    except OSError as exc:  # e.g. the metrics port is taken
+        print(f"ingest worker: {exc} (INGEST_METRICS_PORT={cfg.process.metrics_port})")
+        return 1
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -81,3 +84,24 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         "--log-level", choices=["DEBUG", "INFO", "WARNING", "ERROR"], help="env INGEST_LOG_LEVEL"
     )
     p.set_defaults(func=_run)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m workers.cli [flags]``: the same as ``ingest worker [flags]``, without
+    importing the other subcommands (a lean container entry point)."""
+    import sys
+
+    parser = argparse.ArgumentParser(prog="ingest")
+    add_parser(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(["worker", *(sys.argv[1:] if argv is None else argv)])
+    try:
+        return int(args.func(args) or 0)
+    except settings.ConfigError as exc:
+        print(f"ingest worker: configuration error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

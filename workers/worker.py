@@ -24,7 +24,7 @@ from pipeline.runtime import Shutdown, serve_http
 from pipeline.settings import Settings
 from workers.activities import RunActivities
 from workers.handlers import Registry, Resources, load_registry
-from workers.settings import WorkerSettings
+from workers.settings import WorkerSettings, load_worker_settings
 from workers.workflows import RunActivityWorkflow, TaskInstanceWorkflow
 
 log = logging.getLogger(__name__)
@@ -63,7 +63,7 @@ async def run_worker(
     worker_settings: WorkerSettings | None = None,
 ) -> int:
     """Run until ``shutdown`` is triggered; returns the exit code. Raises Unreachable."""
-    wcfg = worker_settings or WorkerSettings()
+    wcfg = worker_settings or load_worker_settings()
     registry = registry or load_registry(wcfg.task_handlers)
     if client is None:
         client = await temporal_client(
@@ -75,32 +75,32 @@ async def run_worker(
     resources = Resources(lambda: kafka.producer(settings.kafka), wcfg.emit_topic)
     worker = build_worker(client, settings, wcfg, RunActivities(pool, registry, resources))
     running = asyncio.create_task(worker.run())
-    server = await serve_http(
-        settings.process.metrics_host,
-        settings.process.metrics_port,
-        ready=lambda: not running.done() and not shutdown.requested,
-    )
-    log.info(
-        "worker polling task queue %s (handlers: %s)",
-        settings.temporal.task_queue,
-        ", ".join(registry.names()),
-    )
+    server = None
     code = 0
     try:
+        server = await serve_http(
+            settings.process.metrics_host,
+            settings.process.metrics_port,
+            ready=lambda: not running.done() and not shutdown.requested,
+        )
+        log.info(
+            "worker polling task queue %s (handlers: %s)",
+            settings.temporal.task_queue,
+            ", ".join(registry.names()),
+        )
         stop = asyncio.create_task(shutdown.wait())
         await asyncio.wait({running, stop}, return_when=asyncio.FIRST_COMPLETED)
         stop.cancel()
         if running.done():  # the worker died on its own (fatal poll error)
-            exc = running.exception()
-            log.error("worker stopped: %s", exc)
+            log.error("worker stopped: %r", running.exception())
             code = 1
-        else:
+    finally:
+        if not running.done():
             grace = settings.process.shutdown_grace_seconds
             log.info("draining in-flight tasks (up to %ss)", grace)
             await worker.shutdown()
             with contextlib.suppress(Exception):
                 await running
-    finally:
         if server is not None:
             server.close()
         await resources.close()

@@ -96,10 +96,10 @@ def add_from_spec(registry: Registry, spec: str) -> None:
             for fn in found:
                 registry.add(fn, source=source)
             continue
-        fn = getattr(module, attr, None)
-        if fn is None:
+        named = getattr(module, attr, None)
+        if named is None:
             raise ConfigError(f"{source}: {mod_name} has no attribute {attr!r}")
-        registry.add(fn, source=source)
+        registry.add(named, source=source)
 
 
 def load_registry(spec: str = "", *, use_entry_points: bool = True) -> Registry:

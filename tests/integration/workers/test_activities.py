@@ -1,0 +1,141 @@
+"""Activities repeated as Temporal retries would repeat them, against the real PostgreSQL."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from prometheus_client import REGISTRY
+from temporalio.exceptions import ApplicationError
+from temporalio.testing import ActivityEnvironment
+
+from schemas.ids import task_workflow_id
+from schemas.workflow_io import (
+    FinishRunInput,
+    LogRunInput,
+    PlanTasksInput,
+    TaskSpec,
+    TaskStateInput,
+)
+from workers.activities import RunActivities
+from workers.handlers import load_registry
+
+from .conftest import event_run, insert_activity
+
+
+def metric(name: str, **labels: str) -> float:
+    return REGISTRY.get_sample_value(name, labels) or 0.0
+
+
+@pytest.fixture
+def acts(db_pool) -> RunActivities:
+    return RunActivities(db_pool, load_registry(use_entry_points=False))
+
+
+async def test_log_run_twice_inserts_once(acts, db_pool):
+    env = ActivityEnvironment()
+    run = event_run(str(uuid.uuid4()))
+    existing = metric("pipeline_runs_logged_total", result="existing")
+    assert (await env.run(acts.log_run, LogRunInput(run))).inserted is True
+    assert (await env.run(acts.log_run, LogRunInput(run))).inserted is False
+    assert metric("pipeline_runs_logged_total", result="existing") == existing + 1
+    n = await db_pool.fetchval("SELECT count(*) FROM activity_runs WHERE run_id = $1::uuid",
+                               run.run_id)  # fmt: skip
+    assert n == 1
+    await env.run(acts.finish_run, FinishRunInput(run.run_id, "succeeded"))
+    first = await db_pool.fetchval(
+        "SELECT finished_at FROM activity_runs WHERE run_id = $1::uuid", run.run_id
+    )
+    await env.run(acts.finish_run, FinishRunInput(run.run_id, "succeeded"))
+    again = await db_pool.fetchval(
+        "SELECT finished_at FROM activity_runs WHERE run_id = $1::uuid", run.run_id
+    )
+    assert first == again
+
+
+async def test_log_run_refuses_a_run_id_not_derived_from_the_workflow_id(acts):
+    run = event_run(str(uuid.uuid4()))
+    bad = type(run)(**{**run.__dict__, "run_id": str(uuid.uuid4())})
+    with pytest.raises(ApplicationError, match="run_id_for") as info:
+        await ActivityEnvironment().run(acts.log_run, LogRunInput(bad))
+    assert info.value.non_retryable
+
+
+async def test_plan_reads_the_definition_and_rejects_a_bad_one(acts, db_pool):
+    env = ActivityEnvironment()
+    good = await insert_activity(db_pool, [{"type": "emit", "count": 2}])
+    plan = await env.run(acts.plan_tasks, PlanTasksInput(event_run(good)))
+    assert [(t.task_type, t.index) for t in plan.tasks] == [("emit", 0), ("emit", 1)]
+    bad = await insert_activity(db_pool, [{"type": "emit", "count": 0}])
+    with pytest.raises(ApplicationError, match=r"tasks\[0\]\.count") as info:
+        await env.run(acts.plan_tasks, PlanTasksInput(event_run(bad)))
+    assert info.value.non_retryable
+    with pytest.raises(ApplicationError, match="does not exist"):
+        await env.run(acts.plan_tasks, PlanTasksInput(event_run(str(uuid.uuid4()))))
+
+
+async def test_task_state_transitions_are_safe_to_repeat(acts, db_pool):
+    env = ActivityEnvironment()
+    run_id = str(uuid.uuid4())
+    spec = TaskSpec("noop", 0, payload={"p": 1}, idempotency_key=f"k-{run_id}")
+    holder = task_workflow_id(run_id, "noop", 0)
+    other = task_workflow_id(run_id, "noop", 1)
+    other_spec = TaskSpec("noop", 1, idempotency_key=spec.idempotency_key)
+
+    async def state(task_id: str, status: str, s: TaskSpec = spec, error: str | None = None):
+        return await env.run(acts.set_task_state, TaskStateInput(task_id, run_id, s, status, error))
+
+    dup_before = metric("pipeline_task_instances_total", task_type="noop", status="duplicate")
+    for _ in range(2):  # a retried 'pending' must give the same answer
+        assert (await state(holder, "pending")).claimed is True
+        assert (await state(other, "pending", other_spec)).claimed is False
+    assert metric("pipeline_task_instances_total", task_type="noop", status="duplicate") == (
+        dup_before + 1
+    )
+    for _ in range(2):
+        assert (await state(holder, "running")).status == "running"
+    # A retried 'pending' after 'running' neither un-claims nor rewinds.
+    assert (await state(holder, "pending")).claimed is True
+    await state(holder, "succeeded")
+    late = await state(holder, "failed", error="late retry")
+    assert late.status == "succeeded"  # terminal states are final
+
+    rows = {
+        r["id"]: r
+        for r in await db_pool.fetch("SELECT * FROM task_instances WHERE run_id = $1::uuid", run_id)
+    }
+    assert (rows[holder]["status"], rows[holder]["attempts"]) == ("succeeded", 1)
+    assert rows[holder]["idempotency_key"] == spec.idempotency_key
+    assert rows[holder]["last_error"] is None
+    assert (rows[other]["status"], rows[other]["duplicate_of"]) == ("duplicate", holder)
+    assert rows[other]["idempotency_key"] is None
+
+
+async def test_task_state_rejects_unknown_status_and_missing_row(acts):
+    env = ActivityEnvironment()
+    spec = TaskSpec("noop", 0)
+    with pytest.raises(ApplicationError, match="status must be one of"):
+        await env.run(acts.set_task_state, TaskStateInput("t", str(uuid.uuid4()), spec, "bogus"))
+    with pytest.raises(ApplicationError, match="set it pending first"):
+        await env.run(acts.set_task_state, TaskStateInput("t", str(uuid.uuid4()), spec, "running"))
+
+
+async def test_concurrent_claims_of_one_key_give_exactly_one_holder(acts, db_pool):
+    import asyncio
+
+    env = ActivityEnvironment()
+    run_id = str(uuid.uuid4())
+    key = f"k-{run_id}"
+    inputs = [
+        TaskStateInput(task_workflow_id(run_id, "noop", i), run_id, TaskSpec("noop", i,
+                       idempotency_key=key), "pending")
+        for i in range(8)
+    ]  # fmt: skip
+    results = await asyncio.gather(*(env.run(acts.set_task_state, i) for i in inputs))
+    assert sum(r.claimed for r in results) == 1
+    holder = await db_pool.fetchval("SELECT id FROM task_instances WHERE idempotency_key = $1", key)
+    dups = await db_pool.fetch(
+        "SELECT duplicate_of FROM task_instances WHERE run_id = $1::uuid AND status = 'duplicate'",
+        run_id,
+    )
+    assert [d["duplicate_of"] for d in dups] == [holder] * 7
