@@ -36,6 +36,10 @@ class KafkaSettings(BaseSettings):
     ssl_keyfile: Path | None = None
     request_timeout_ms: int = Field(30_000, ge=1000)
 
+    _blank_password = field_validator("sasl_password", mode="before")(
+        classmethod(lambda cls, v: _empty_secret_is_unset(v))
+    )
+
     def client_kwargs(self) -> dict[str, object]:
         """Keyword arguments shared by every aiokafka client we build."""
         kw: dict[str, object] = {
@@ -60,6 +64,13 @@ class KafkaSettings(BaseSettings):
         return kw
 
 
+def _empty_secret_is_unset(v: object) -> object:
+    """An empty secret (e.g. a blank key in a Kubernetes Secret) means "not set"."""
+    if v == "" or (isinstance(v, SecretStr) and v.get_secret_value() == ""):
+        return None
+    return v
+
+
 class TemporalSettings(BaseSettings):
     """Temporal connection (env prefix ``TEMPORAL_``, the names temporalio.envconfig uses)."""
 
@@ -73,6 +84,10 @@ class TemporalSettings(BaseSettings):
     tls_server_ca_cert_path: Path | None = None
     tls_client_cert_path: Path | None = None
     tls_client_key_path: Path | None = None
+
+    _blank_key = field_validator("api_key", mode="before")(
+        classmethod(lambda cls, v: _empty_secret_is_unset(v))
+    )
 
 
 class DatabaseSettings(BaseSettings):
