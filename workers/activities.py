@@ -21,7 +21,7 @@ from pydantic import ValidationError
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from pipeline.metrics import RUNS_LOGGED, TASK_INSTANCES
+from pipeline.metrics import DUPLICATES_SUPPRESSED, RUNS_LOGGED, TASK_INSTANCES
 from schemas.definitions import TaskDef
 from schemas.ids import run_id_for
 from schemas.workflow_io import (
@@ -142,6 +142,11 @@ class RunActivities:
         if row.changed:
             TASK_INSTANCES.labels(task_type=inp.spec.task_type, status=row.status).inc()
         if row.status == "duplicate" and row.changed:
+            # Content dedupe: shown next to the router's ledger/temporal layers.
+            trigger = (inp.spec.payload.get("trigger") or {}).get("trigger_kind") or "unknown"
+            DUPLICATES_SUPPRESSED.labels(
+                component="worker", trigger=trigger, layer="idempotency_key"
+            ).inc()
             log.info("task %s is a duplicate of %s", inp.task_id, row.duplicate_of)
         return TaskStateResult(claimed=row.status != "duplicate", status=row.status)
 

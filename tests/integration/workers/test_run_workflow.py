@@ -103,6 +103,9 @@ async def test_shared_idempotency_key_runs_once(cfg, temporal, db_pool, worker):
     first = event_run(activity_id, data={"message_id": "m-7"})
     # A later trigger (another event, or the next hour's cron fire) with the same content.
     second = event_run(activity_id, data={"message_id": "m-7"})
+    suppressed = ("pipeline_duplicates_suppressed_total", "worker", "event", "idempotency_key")
+    before = metric(suppressed[0], component=suppressed[1], trigger=suppressed[2],
+                    layer=suppressed[3])  # fmt: skip
     async with worker(registry=registry_with(record=record)):
         r1 = await (await start_run(temporal, first, cfg.temporal.task_queue)).result()
         r2 = await (await start_run(temporal, second, cfg.temporal.task_queue)).result()
@@ -110,6 +113,9 @@ async def test_shared_idempotency_key_runs_once(cfg, temporal, db_pool, worker):
     assert (r1.status, r1.tasks_succeeded, r1.tasks_duplicate) == ("succeeded", 1, 1)
     assert (r2.status, r2.tasks_succeeded, r2.tasks_duplicate) == ("succeeded", 0, 2)
     assert len(ran) == 1
+    after = metric(suppressed[0], component=suppressed[1], trigger=suppressed[2],
+                   layer=suppressed[3])  # fmt: skip
+    assert after == before + 3
     holder = ran[0]
     rows = await tasks(db_pool, first.run_id) + await tasks(db_pool, second.run_id)
     by_status = {r["id"]: (r["status"], r["idempotency_key"], r["duplicate_of"]) for r in rows}
