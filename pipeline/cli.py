@@ -39,7 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
         try:
             module = importlib.import_module(name)
         except ModuleNotFoundError as exc:
-            if exc.name == name:  # not built yet
+            if exc.name and f"{name}.".startswith(f"{exc.name}."):  # not built yet
                 continue
             raise
         module.add_parser(sub)

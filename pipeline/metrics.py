@@ -25,7 +25,8 @@ WORKFLOWS_STARTED = Counter(
 )
 DUPLICATES_SUPPRESSED = Counter(
     "pipeline_duplicates_suppressed_total",
-    "Starts not made because the run already existed (ledger or Temporal).",
+    "Starts not made because the run already existed (ledger, Temporal), and tasks not run"
+    " because their idempotency key was already claimed (worker).",
     ["component", "trigger", "layer"],
 )
 DLQ_MESSAGES = Counter(
