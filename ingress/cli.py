@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
 import sys
 
 from pipeline import logs, settings
@@ -37,16 +38,21 @@ async def _main(args: argparse.Namespace) -> int:
         exactly_once=True if args.exactly_once else None,
     )
     logs.setup(cfg.process.log_level, cfg.process.log_format, "ingress")
+    # aiokafka logs each failed connection attempt; at start-up one line that
+    # names the setting to fix says it better.
+    kafka_log = logging.getLogger("aiokafka")
+    level = kafka_log.level
+    kafka_log.setLevel(logging.CRITICAL)
     try:
         existing = set(await check_kafka(cfg.kafka))
     except Unreachable as exc:
         print(f"ingest ingress: {exc}", file=sys.stderr)
         return 1
+    finally:
+        kafka_log.setLevel(level)
     wanted = [*cfg.kafka.raw_topic.split(","), cfg.kafka.events_topic, cfg.kafka.dlq_topic]
     missing = [t.strip() for t in wanted if t.strip() and t.strip() not in existing]
     if missing:
-        import logging
-
         logging.getLogger("ingress").warning(
             "topics not found on the broker (run `ingest stack up` or create them): %s",
             ", ".join(missing),

@@ -67,6 +67,13 @@ async def committed(bootstrap: str, group: str) -> dict[TopicPartition, int]:
         await admin.close()
 
 
+async def unfinished(bootstrap: str, group: str, topic: str) -> dict[TopicPartition, int]:
+    """Partitions of ``topic`` whose committed offset is short of the end (empty ones are done)."""
+    done = await committed(bootstrap, group)
+    ends = await end_offsets(bootstrap, topic)
+    return {tp: end for tp, end in ends.items() if end and done.get(tp) != end}
+
+
 async def end_offsets(bootstrap: str, topic: str) -> dict[TopicPartition, int]:
     consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap)
     await consumer.start()
