@@ -35,7 +35,6 @@ async def _main(args: argparse.Namespace) -> int:
         group=args.group,
         strategy=args.strategy,
         max_event_bytes=args.max_event_bytes,
-        exactly_once=True if args.exactly_once else None,
     )
     logs.setup(cfg.process.log_level, cfg.process.log_format, "ingress")
     # aiokafka logs each failed connection attempt; at start-up one line that
@@ -109,14 +108,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         help=(
             "raw messages larger than this go to the DLQ with reason too_large "
             "(env INGEST_MAX_EVENT_BYTES, default 1000000)"
-        ),
-    )
-    p.add_argument(
-        "--exactly-once",
-        action="store_true",
-        help=(
-            "produce and commit in one Kafka transaction, so a crash leaves no duplicate "
-            "in the events topic for read_committed consumers (env INGEST_INGRESS_EXACTLY_ONCE)"
         ),
     )
     p.set_defaults(func=_run)

@@ -36,8 +36,6 @@ class IngressConfig(BaseSettings):
     retry_backoff_max_seconds: float = Field(10.0, gt=0)
     # How often pipeline_consumer_lag is refreshed.
     lag_interval_seconds: float = Field(5.0, gt=0)
-    # Kafka transactions: events, DLQ records and the raw offsets commit atomically.
-    exactly_once: bool = False
     # Fault injection for tests: wait this long (or until SIGTERM) between the
     # produce acknowledgements and the offset commit. Never set it in production.
     fault_commit_delay_seconds: float = Field(0.0, ge=0)

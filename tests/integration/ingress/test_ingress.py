@@ -108,6 +108,18 @@ async def test_ingress_stamps_keys_and_dead_letters(cfg, topics, stack) -> None:
         for name, v in headers:
             assert h[name] == v
 
+    # metrics: lag is refreshed from the committed offsets, stamping is counted
+    from prometheus_client import REGISTRY
+
+    lag = REGISTRY.get_sample_value(
+        "pipeline_consumer_lag", {"component": "ingress", "topic": topics.raw, "partition": "0"}
+    )
+    assert lag in (0.0, None)  # None: removed when the partition was released at shutdown
+    consumed = REGISTRY.get_sample_value(
+        "pipeline_events_consumed_total", {"component": "ingress", "topic": topics.raw}
+    )
+    assert consumed == len(GOOD) + len(BAD)
+
     # offsets committed up to the end of every raw partition
     assert await unfinished(stack.kafka, group, topics.raw) == {}
 
