@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
@@ -48,7 +49,8 @@ def stack() -> Iterator[Stack]:
     if manager.status(cfg) != 0:
         assert manager.up(cfg) == 0, "ingest stack up failed; see .stack/logs/"
     pg_url = Postgres(cfg).url
-    template = "ingest_test_template"
+    # Per session, so two pytest runs at once do not fight over one template.
+    template = f"ingest_test_template_{os.getpid()}"
     asyncio.run(_make_template(pg_url, template))
     yield Stack(
         kafka=f"127.0.0.1:{cfg.kafka_port}",
@@ -56,6 +58,15 @@ def stack() -> Iterator[Stack]:
         admin_db_url=pg_url,
         template_db=template,
     )
+    asyncio.run(_drop_database(pg_url, template))
+
+
+async def _drop_database(url: str, name: str) -> None:
+    conn = await asyncpg.connect(url)
+    try:
+        await conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    finally:
+        await conn.close()
 
 
 def _with_db(url: str, name: str) -> str:
