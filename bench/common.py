@@ -1,0 +1,171 @@
+"""What every benchmark needs: an isolated database/topics/task queue, sampling, results."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+import orjson
+from aiokafka import AIOKafkaProducer
+from temporalio.client import Client
+
+from pipeline import db, kafka, settings
+from pipeline.clients import ensure_topics
+
+RESULTS = Path(__file__).resolve().parent / "results"
+PARTITIONS = 3
+
+
+@dataclass
+class Env:
+    """A fresh database (migrated), fresh topics and a fresh task queue on the running stack."""
+
+    cfg: settings.Settings
+    pool: asyncpg.Pool
+    client: Client
+    admin_url: str
+    db_name: str
+    tag: str
+
+
+def _with_db(url: str, name: str) -> str:
+    return f"{url.rpartition('/')[0]}/{name}"
+
+
+async def make_env(name: str) -> Env:
+    base = settings.load()
+    tag = f"{name}-{uuid.uuid4().hex[:8]}"
+    admin_url = base.database.url.get_secret_value()
+    db_name = "bench_" + tag.replace("-", "_")
+    conn = await asyncpg.connect(admin_url)
+    try:
+        await conn.execute(f'CREATE DATABASE "{db_name}"')
+    finally:
+        await conn.close()
+    url = _with_db(admin_url, db_name)
+    conn = await asyncpg.connect(url)
+    try:
+        await db.migrate(conn)
+    finally:
+        await conn.close()
+    topics = {t: f"bench-{t}-{tag}" for t in ("raw", "events", "dlq")}
+    cfg = settings.load(
+        kafka__raw_topic=topics["raw"],
+        kafka__events_topic=topics["events"],
+        kafka__dlq_topic=topics["dlq"],
+        kafka__partitions=PARTITIONS,
+        temporal__task_queue=f"bench-{tag}",
+        database__url=url,
+        process__metrics_port=0,
+        process__log_level="WARNING",
+    )
+    await ensure_topics(cfg.kafka, list(topics.values()), PARTITIONS)
+    pool = await db.create_pool(url, 1, 10)
+    client = await Client.connect(cfg.temporal.address, namespace=cfg.temporal.namespace)
+    return Env(cfg, pool, client, admin_url, db_name, tag)
+
+
+async def drop_env(env: Env) -> None:
+    await env.pool.close()
+    conn = await asyncpg.connect(env.admin_url)
+    try:
+        await conn.execute(f'DROP DATABASE IF EXISTS "{env.db_name}" WITH (FORCE)')
+    finally:
+        await conn.close()
+
+
+async def seed_activity(pool: asyncpg.Pool, event_type: str) -> str:
+    aid = uuid.uuid4()
+    await pool.execute(
+        "INSERT INTO activities (id, name, enabled, trigger, tasks) VALUES ($1, $2, true, $3, $4)",
+        aid,
+        f"bench {aid}",
+        orjson.dumps({"type": "event", "event_type": event_type}).decode(),
+        orjson.dumps([{"type": "noop"}]).decode(),
+    )
+    return str(aid)
+
+
+def event(event_type: str, event_id: str | None, i: int) -> bytes:
+    doc: dict[str, Any] = {"type": event_type, "source": "bench", "data": {"n": i, "pad": "x" * 64}}
+    if event_id is not None:
+        doc["event_id"] = event_id
+    return orjson.dumps(doc)
+
+
+async def produce(
+    cfg: settings.KafkaSettings, topic: str, records: list[tuple[bytes, bytes]]
+) -> None:
+    """Produce (key, value) records as fast as the idempotent producer allows."""
+    producer = kafka.producer(cfg)
+    await producer.start()
+    try:
+        await _send_all(producer, topic, records)
+    finally:
+        await producer.stop()
+
+
+async def _send_all(
+    producer: AIOKafkaProducer, topic: str, records: list[tuple[bytes, bytes]]
+) -> None:
+    chunk = 5000
+    for i in range(0, len(records), chunk):
+        futs = [await producer.send(topic, v, key=k) for k, v in records[i : i + chunk]]
+        await asyncio.gather(*futs)
+
+
+@dataclass
+class Sampler:
+    """Samples ``counter()`` every ``every`` seconds: the throughput-over-time series."""
+
+    counter: Callable[[], int]
+    every: float = 0.25
+    points: list[tuple[float, int]] = field(default_factory=list)
+    _task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        t0 = time.monotonic()
+
+        async def loop() -> None:
+            while True:
+                self.points.append((round(time.monotonic() - t0, 3), self.counter()))
+                await asyncio.sleep(self.every)
+
+        self._task = asyncio.create_task(loop())
+
+    async def stop(self) -> list[tuple[float, int]]:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+        return self.points
+
+
+def write_result(name: str, figures: dict[str, Any]) -> Path:
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    path = RESULTS / f"{name}.json"
+    path.write_text(json.dumps(figures, indent=2, sort_keys=True, default=str))
+    return path
+
+
+def verdict(
+    name: str, ratio: float, target: float, *, at_most: bool = False, unit: str = ""
+) -> str:
+    """The benchmark's last line: ``<name>: <ratio> (target >= t) PASS|MISS``."""
+    ok = ratio <= target if at_most else ratio >= target
+    op = "<=" if at_most else ">="
+    return f"{name}: {ratio:.3g}{unit} (target {op} {target:g}{unit}) {'PASS' if ok else 'MISS'}"
+
+
+async def wait_until(check: Callable[[], bool], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}")
+        await asyncio.sleep(0.05)
