@@ -1,0 +1,118 @@
+"""ingress: stamped events/s of the ingress service ÷ a raw aiokafka consume->produce
+passthrough (same producer settings: acks=all, idempotent; commit after acks).
+
+Both rates run from the first record out to the last, so the ~3 s consumer-group join
+of a fresh group is not counted for either.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import os
+import time
+import uuid
+
+from bench.common import drop_env, event, make_env, produce, verdict, write_result
+from pipeline import kafka, metrics
+from pipeline.clients import ensure_topics
+from pipeline.runtime import Shutdown
+from pipeline.settings import Settings
+
+NAME = "ingress"
+TARGET = 0.8
+
+
+def _stamped() -> int:
+    return int(sum(s.value for m in metrics.EVENTS_STAMPED.collect() for s in m.samples
+                   if s.name.endswith("_total")))  # fmt: skip
+
+
+async def passthrough(cfg: Settings, n: int) -> float:
+    k = cfg.kafka
+    sink = f"{k.events_topic}-sink"
+    await ensure_topics(k, [sink], 3)
+    consumer = kafka.consumer(k, k.raw_topic, group_id=f"bench-pass-{uuid.uuid4().hex[:8]}")
+    producer = kafka.producer(k)
+    await consumer.start()
+    await producer.start()
+    done, first = 0, 0.0
+    try:
+        while done < n:
+            batch = await consumer.getmany(timeout_ms=500, max_records=500)
+            if not batch:
+                continue
+            futs = [
+                await producer.send(sink, m.value, key=m.key, headers=list(m.headers or ()))
+                for msgs in batch.values()
+                for m in msgs
+            ]
+            await asyncio.gather(*futs)
+            await consumer.commit({tp: msgs[-1].offset + 1 for tp, msgs in batch.items() if msgs})
+            if not first:
+                first = time.perf_counter()
+            done += len(futs)
+        return (done - 1) / (time.perf_counter() - first)
+    finally:
+        await consumer.stop()
+        await producer.stop()
+
+
+async def ingress_service(cfg: Settings, n: int) -> float:
+    from ingress.config import load
+    from ingress.service import run_ingress
+
+    shutdown = Shutdown()
+    base = _stamped()
+    task = asyncio.create_task(
+        run_ingress(cfg, shutdown, config=load(group=f"bench-ing-{uuid.uuid4().hex[:8]}"),
+                    serve=False)
+    )  # fmt: skip
+    first = 0.0
+    try:
+        while _stamped() - base < n:
+            if task.done():
+                raise RuntimeError(f"ingress exited early: {task.result()}")
+            if not first and _stamped() > base:
+                first = time.perf_counter()
+            await asyncio.sleep(0.01)
+        return (n - 1) / (time.perf_counter() - first)
+    finally:
+        shutdown.trigger()
+        await asyncio.wait_for(task, 60)
+
+
+async def run(n: int | None = None) -> dict[str, object] | None:
+    try:
+        importlib.import_module("ingress.service")
+    except ImportError as exc:
+        print(f"ingress benchmark skipped: ingress.service is not importable ({exc})")
+        return None
+    n = n or int(os.environ.get("BENCH_INGRESS_EVENTS", "30000"))
+    env = await make_env(NAME)
+    try:
+        await produce(
+            env.cfg.kafka,
+            env.cfg.kafka.raw_topic,
+            [(f"k{i}".encode(), event("bench.raw", None, i)) for i in range(n)],
+        )
+        raw = await passthrough(env.cfg, n)
+        stamped = await ingress_service(env.cfg, n)
+    finally:
+        await drop_env(env)
+    ratio = stamped / raw
+    figures = {
+        "events": n,
+        "passthrough_per_second": round(raw, 1),
+        "ingress_per_second": round(stamped, 1),
+        "ratio": round(ratio, 3),
+        "target": TARGET,
+    }
+    write_result(NAME, figures)
+    print(f"raw passthrough {raw:,.0f}/s, ingress {stamped:,.0f} stamped/s ({n:,} events)")
+    print(verdict(NAME, ratio, TARGET))
+    return figures
+
+
+if __name__ == "__main__":
+    asyncio.run(run())
