@@ -1,0 +1,204 @@
+"""The schedule action: ``CronFireWorkflow`` and its one activity.
+
+Why a dispatcher and not the run itself: Temporal names schedule-started
+workflows ``{id}-{RFC3339}`` and starts backfills with ALLOW_DUPLICATE, so the
+same nominal time could run twice. The dispatcher reads the nominal time from
+the ``TemporalScheduledStartTime`` search attribute (never the wall clock) and
+starts ``RunActivityWorkflow`` with the contract id
+``activity-{activity_id}:{scheduled_for}`` and REJECT_DUPLICATE. A second fire
+of the same time (backfill, manual trigger, retry) ends as a counted duplicate.
+
+Misfires are handled here because this is the one place that sees every gap,
+whatever made it (pause, server outage, skipped overlaps), and its metrics are
+scraped (a CLI process's are not). Only a *regular* fire looks for the gap
+before it: one Temporal started before the next nominal time came (plus
+jitter), i.e. the schedule taking its action on time, even if workers are
+down and the dispatcher runs later. Backfills (catch-up replays, operators)
+start after that point, so they just run their own nominal time: replays never
+start more replays, and backfilling an old time never reopens old gaps.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from temporalio import activity, workflow
+
+with workflow.unsafe.imports_passed_through():
+    from temporalio.client import Client, ScheduleBackfill, ScheduleOverlapPolicy
+    from temporalio.common import RetryPolicy, SearchAttributeKey, WorkflowIDReusePolicy
+    from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
+    from temporalio.service import RPCError, RPCStatusCode
+
+    from pipeline import metrics
+    from scheduler import misfire, store, timing
+    from scheduler.io import CronFireInput, FireInput, FireResult
+    from scheduler.spec import dispatcher_id, schedule_id
+    from schemas.definitions import CronTrigger
+    from schemas.ids import cron_workflow_id, run_id_for
+    from schemas.workflow_io import TRIGGER_CRON, RunActivityInput
+
+log = logging.getLogger(__name__)
+
+SCHEDULED_START = SearchAttributeKey.for_datetime("TemporalScheduledStartTime")
+RUN_WORKFLOW = "RunActivityWorkflow"
+# How many of the newest gap candidates are checked against Temporal: a run may
+# be started (or its dispatcher queued) but not logged in activity_runs yet.
+VERIFY_TAIL = 20
+
+
+@workflow.defn(name="CronFireWorkflow")
+class CronFireWorkflow:
+    @workflow.run
+    async def run(self, inp: CronFireInput) -> FireResult:
+        fired = workflow.info().typed_search_attributes.get(SCHEDULED_START)
+        if fired is None:
+            raise ApplicationError(
+                "CronFireWorkflow must be started by a Temporal Schedule "
+                "(no TemporalScheduledStartTime search attribute)",
+                type="NotScheduled",
+                non_retryable=True,
+            )
+        # A local activity: one workflow task instead of three round trips, so
+        # the dispatcher finishes well inside a schedule interval.
+        return await workflow.execute_local_activity_method(
+            CronActivities.fire,
+            FireInput(inp.activity_id, fired.isoformat(), workflow.info().start_time.isoformat()),
+            start_to_close_timeout=timedelta(seconds=30),
+            # Temporal or PostgreSQL down delays the fire, never loses it.
+            retry_policy=RetryPolicy(
+                initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30)
+            ),
+        )
+
+
+def dispatcher_workflow_id(activity_id: str, nominal: datetime) -> str:
+    """The id Temporal gives the dispatcher of ``nominal``: ``{id}-{RFC3339}``."""
+    return f"{dispatcher_id(activity_id)}-{nominal.astimezone(UTC):%Y-%m-%dT%H:%M:%SZ}"
+
+
+class CronActivities:
+    def __init__(self, client: Client, pool: Any, task_queue: str) -> None:
+        self._client = client
+        self._pool = pool
+        self._task_queue = task_queue
+
+    def all(self) -> list[Any]:
+        return [self.fire]
+
+    @activity.defn(name="cron_fire")
+    async def fire(self, inp: FireInput) -> FireResult:
+        """Start the run of one nominal time, applying the misfire policy to a gap before it."""
+        act = await store.get(self._pool, inp.activity_id)
+        if act is None or not isinstance(act.trigger, CronTrigger):
+            log.warning(
+                "schedule fired for unknown activity %s: run `ingest schedules sync`",
+                inp.activity_id,
+            )
+            return FireResult("unknown_activity")
+        if not act.enabled:
+            return FireResult("disabled")
+        trigger = act.trigger
+        # A manual trigger fires at "now": snap to the latest nominal time, so a
+        # trigger re-fires a real nominal time and never invents a new one.
+        nominal = timing.floor(trigger, datetime.fromisoformat(inp.fired_at))
+        decision = misfire.Decision(timing.previous(trigger, nominal), nominal)
+        started = datetime.fromisoformat(inp.started_at)
+        jitter = timedelta(seconds=trigger.jitter_seconds)
+        if started < timing.following(trigger, nominal) + jitter:  # a regular fire
+            decision = await self._decide(inp.activity_id, trigger, nominal)
+        if decision.replay:
+            await self._backfill(inp.activity_id, decision.replay)
+        outcome, wid, run = await self._start(inp.activity_id, decision)
+        if outcome == "started" and decision.misfires:
+            # Counted by the fire that actually ran: a duplicate re-fire sees the
+            # same gap and must not count it again.
+            metrics.MISFIRES.labels(policy=trigger.misfire_policy).inc(decision.misfires)
+            log.warning(
+                "activity %s: %d nominal time(s) missed before %s (policy %s): replayed %s, "
+                "dropped %d",
+                inp.activity_id,
+                decision.misfires,
+                nominal.isoformat(),
+                trigger.misfire_policy,
+                [t.isoformat() for t in decision.replay],
+                decision.misfires - len(decision.replay),
+            )
+        return FireResult(
+            outcome,
+            wid,
+            nominal.isoformat(),
+            run.context_window_start,
+            run.context_window_end,
+            [t.isoformat() for t in decision.replay],
+            decision.misfires if outcome == "started" else 0,
+        )
+
+    async def _decide(
+        self, activity_id: str, trigger: CronTrigger, nominal: datetime
+    ) -> misfire.Decision:
+        last = await store.last_cron_run(self._pool, activity_id, nominal)
+        previous = timing.previous(trigger, nominal)
+        if last is None:  # the first run ever: nothing can have been missed
+            return misfire.Decision(previous, nominal)
+        missed, total = timing.between(trigger, last, nominal, limit=1000)
+        for i in range(len(missed) - 1, max(len(missed) - VERIFY_TAIL, 0) - 1, -1):
+            if await self._covered(activity_id, missed[i]):
+                last, missed, total = missed[i], missed[i + 1 :], len(missed) - i - 1
+                break
+        return misfire.decide(
+            trigger.misfire_policy, nominal, previous, last, missed, total, trigger.catchup_limit
+        )
+
+    async def _covered(self, activity_id: str, nominal: datetime) -> bool:
+        """The time ran, or its dispatcher exists (queued or in flight): not missed."""
+        for wid in (
+            cron_workflow_id(activity_id, nominal),
+            dispatcher_workflow_id(activity_id, nominal),
+        ):
+            try:
+                await self._client.get_workflow_handle(wid).describe()
+                return True
+            except RPCError as exc:
+                if exc.status != RPCStatusCode.NOT_FOUND:
+                    raise
+        return False
+
+    async def _backfill(self, activity_id: str, times: list[datetime]) -> None:
+        """Replay nominal times through the schedule; each lands in a dispatcher again."""
+        half = timedelta(milliseconds=500)  # a range holding exactly that time
+        await self._client.get_schedule_handle(schedule_id(activity_id)).backfill(
+            *(ScheduleBackfill(t - half, t + half, ScheduleOverlapPolicy.ALLOW_ALL) for t in times)
+        )
+
+    async def _start(
+        self, activity_id: str, decision: misfire.Decision
+    ) -> tuple[str, str, RunActivityInput]:
+        wid = cron_workflow_id(activity_id, decision.window_end)
+        run = RunActivityInput(
+            activity_id=activity_id,
+            workflow_id=wid,
+            run_id=str(run_id_for(wid)),
+            trigger_kind=TRIGGER_CRON,
+            scheduled_for=decision.window_end.isoformat(),
+            context_window_start=decision.window_start.isoformat(),
+            context_window_end=decision.window_end.isoformat(),
+        )
+        try:
+            await self._client.start_workflow(
+                RUN_WORKFLOW,
+                run,
+                id=wid,
+                task_queue=self._task_queue,
+                id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
+            )
+        except WorkflowAlreadyStartedError:
+            metrics.DUPLICATES_SUPPRESSED.labels(
+                component="scheduler", trigger=TRIGGER_CRON, layer="temporal"
+            ).inc()
+            log.info("cron run %s already started: not starting it again", wid)
+            return "duplicate", wid, run
+        metrics.WORKFLOWS_STARTED.labels(trigger=TRIGGER_CRON).inc()
+        return "started", wid, run

@@ -1,0 +1,68 @@
+"""Reading an activities file (JSON or YAML) and naming every bad field.
+
+Errors are rendered as ``activities[1].trigger.misfire_policy: message``: list
+indexes in brackets, and pydantic's discriminator tag (``cron``/``event``,
+which it inserts after ``trigger``) left out because it is not in the file.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from schemas.definitions import ActivityFile
+
+_TAGS = {"cron", "event"}
+
+
+class FileError(Exception):
+    """The file is unreadable or invalid; ``problems`` holds one line per bad field."""
+
+    def __init__(self, problems: list[str]) -> None:
+        super().__init__("; ".join(problems))
+        self.problems = problems
+
+
+def field_path(loc: tuple[int | str, ...]) -> str:
+    out = ""
+    for i, part in enumerate(loc):
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif i > 0 and loc[i - 1] == "trigger" and part in _TAGS:
+            continue
+        else:
+            out += f".{part}" if out else str(part)
+    return out or "(file)"
+
+
+def parse(text: str, suffix: str) -> ActivityFile:
+    try:
+        data: Any = json.loads(text) if suffix == ".json" else yaml.safe_load(text)
+    except (ValueError, yaml.YAMLError) as exc:
+        kind = "JSON" if suffix == ".json" else "YAML"
+        raise FileError([f"(file): not valid {kind}: {exc}"]) from None
+    try:
+        parsed = ActivityFile.model_validate(data)
+    except ValidationError as exc:
+        raise FileError([f"{field_path(e['loc'])}: {e['msg']}" for e in exc.errors()]) from None
+    seen: dict[str, int] = {}
+    dupes = []
+    for i, act in enumerate(parsed.activities):
+        if str(act.id) in seen:
+            dupes.append(f"activities[{i}].id: duplicate of activities[{seen[str(act.id)]}].id")
+        seen.setdefault(str(act.id), i)
+    if dupes:
+        raise FileError(dupes)
+    return parsed
+
+
+def load(path: Path) -> ActivityFile:
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise FileError([f"(file): {exc}"]) from None
+    return parse(text, path.suffix.lower())

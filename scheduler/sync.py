@@ -1,0 +1,175 @@
+"""Make Temporal Schedules match the cron activities; pause and resume one.
+
+``reconcile`` creates a schedule for each new cron activity, updates it when its
+fingerprint (trigger + task queue, see :mod:`scheduler.spec`) changed, pauses it
+when the activity is disabled (and unpauses it when re-enabled), and deletes
+schedules whose activity is gone. It is idempotent: a second run reports nothing.
+
+Ownership: a sync only deletes schedules whose memo names its own task queue,
+so several deployments (or test runs) can share a namespace. A schedule an
+operator paused with ``ingest schedules pause`` stays paused through syncs; a
+sync only unpauses the schedules it paused itself (told apart by the note).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+import asyncpg
+from temporalio.client import (
+    Client,
+    ScheduleActionStartWorkflow,
+    ScheduleAlreadyRunningError,
+    ScheduleDescription,
+    ScheduleHandle,
+    ScheduleUpdate,
+    ScheduleUpdateInput,
+)
+from temporalio.converter import DataConverter
+from temporalio.service import RPCError, RPCStatusCode
+
+from scheduler import store, timing
+from scheduler.spec import (
+    DISABLED_NOTE,
+    FINGERPRINT_MEMO,
+    OPERATOR_NOTE,
+    SCHEDULE_PREFIX,
+    TASK_QUEUE_MEMO,
+    build_schedule,
+    fingerprint,
+    schedule_id,
+)
+from schemas.definitions import ActivityDef, CronTrigger
+
+RESUMED_NOTE = "resumed by ingest"
+
+
+@dataclass(frozen=True)
+class Change:
+    action: str  # created | updated | paused | resumed | deleted | kept-paused
+    schedule_id: str
+    detail: str = ""
+
+    def __str__(self) -> str:
+        detail = f"  ({self.detail})" if self.detail else ""
+        return f"{self.action:<11} {self.schedule_id}{detail}"
+
+
+async def _describe(handle: ScheduleHandle) -> ScheduleDescription | None:
+    try:
+        return await handle.describe()
+    except RPCError as exc:
+        if exc.status == RPCStatusCode.NOT_FOUND:
+            return None
+        raise
+
+
+def current_fingerprint(desc: ScheduleDescription) -> str | None:
+    action = desc.schedule.action
+    if not isinstance(action, ScheduleActionStartWorkflow) or action.raw_info is None:
+        return None
+    payload = action.raw_info.memo.fields.get(FINGERPRINT_MEMO)
+    if payload is None:
+        return None
+    value = DataConverter.default.payload_converter.from_payloads([payload])[0]
+    return str(value)
+
+
+async def ensure(client: Client, act: ActivityDef, task_queue: str) -> list[Change]:
+    """Bring one activity's schedule in line; the changes made (empty when none)."""
+    assert isinstance(act.trigger, CronTrigger)
+    sid = schedule_id(act.id)
+    handle = client.get_schedule_handle(sid)
+    want_paused = not act.enabled
+    desc = await _describe(handle)
+    if desc is None:
+        try:
+            await client.create_schedule(
+                sid,
+                build_schedule(act, task_queue, paused=want_paused),
+                memo={TASK_QUEUE_MEMO: task_queue},
+            )
+            return [Change("created", sid, "paused: disabled" if want_paused else "")]
+        except ScheduleAlreadyRunningError:  # created concurrently: reconcile it instead
+            desc = await handle.describe()
+    changes: list[Change] = []
+    if current_fingerprint(desc) != fingerprint(act.trigger, task_queue):
+        state = desc.schedule.state
+
+        def updater(_: ScheduleUpdateInput) -> ScheduleUpdate:
+            new = build_schedule(act, task_queue, paused=state.paused)
+            new.state = state  # keep paused/note: pausing is decided below
+            return ScheduleUpdate(schedule=new)
+
+        await handle.update(updater)
+        changes.append(Change("updated", sid, _trigger_summary(act.trigger)))
+    state = desc.schedule.state
+    if want_paused and not state.paused:
+        await handle.pause(note=DISABLED_NOTE)
+        changes.append(Change("paused", sid, "activity disabled"))
+    elif not want_paused and state.paused and state.note == DISABLED_NOTE:
+        await handle.unpause(note=RESUMED_NOTE)
+        changes.append(Change("resumed", sid, "activity enabled"))
+    return changes
+
+
+async def reconcile(client: Client, pool: asyncpg.Pool, task_queue: str) -> list[Change]:
+    """Every change needed so that schedules match the cron activities in ``pool``."""
+    activities = await store.cron_activities(pool)
+    wanted = {schedule_id(a.id) for a in activities}
+    changes: list[Change] = []
+    for act in activities:
+        changes += await ensure(client, act, task_queue)
+    async for listed in await client.list_schedules():
+        if not listed.id.startswith(SCHEDULE_PREFIX) or listed.id in wanted:
+            continue
+        if (await listed.memo()).get(TASK_QUEUE_MEMO) != task_queue:
+            continue  # another deployment's schedule
+        try:
+            await client.get_schedule_handle(listed.id).delete()
+        except RPCError as exc:
+            if exc.status == RPCStatusCode.NOT_FOUND:  # listing lags deletes
+                continue
+            raise
+        changes.append(Change("deleted", listed.id, "activity gone"))
+    return changes
+
+
+async def pause(client: Client, activity_id: str, note: str = OPERATOR_NOTE) -> None:
+    await client.get_schedule_handle(schedule_id(activity_id)).pause(note=note)
+
+
+async def resume(client: Client, pool: asyncpg.Pool, activity_id: str) -> str:
+    """Unpause; returns what the misfire policy will do with the times missed meanwhile.
+
+    The policy itself is applied by the dispatcher at the first fire after the
+    resume (see :mod:`scheduler.misfire`): one code path for every kind of gap.
+    """
+    await client.get_schedule_handle(schedule_id(activity_id)).unpause(note=RESUMED_NOTE)
+    act = await store.get(pool, activity_id)
+    if act is None or not isinstance(act.trigger, CronTrigger):
+        return "resumed (activity not in the database: run `ingest schedules sync`)"
+    now = datetime.now(UTC)
+    last = await store.last_cron_run(pool, activity_id, now)
+    if last is None:
+        return "resumed"
+    _, total = timing.between(act.trigger, last, timing.following(act.trigger, now))
+    if not total:
+        return "resumed; no nominal time was missed"
+    nxt = timing.following(act.trigger, now).isoformat()
+    what = {
+        "skip": "they are skipped",
+        "catchup": f"the latest {min(total, act.trigger.catchup_limit)} are replayed",
+        "compress": "one run covers them all",
+    }[act.trigger.misfire_policy]
+    warn = "" if act.enabled else " (warning: the activity is disabled; sync will pause it)"
+    return (
+        f"resumed; {total} nominal time(s) missed since {last.isoformat()}: "
+        f"policy {act.trigger.misfire_policy}, at the next fire ({nxt}) {what}{warn}"
+    )
+
+
+def _trigger_summary(t: CronTrigger) -> str:
+    when = f"every {t.interval_seconds}s" if t.interval_seconds else f"{t.cron} {t.timezone}"
+    return f"{when}, misfire {t.misfire_policy}"
