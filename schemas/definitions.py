@@ -29,6 +29,9 @@ class CronTrigger(_Strict):
     misfire_policy: Literal["skip", "catchup", "compress"] = "skip"
     catchup_limit: int = Field(10, ge=1, le=1000)
     jitter_seconds: int = Field(0, ge=0)
+    # Sub-minute schedules for tests and demos: when set, the schedule fires every
+    # N seconds (epoch-aligned) instead of on ``cron``, which stays required.
+    interval_seconds: int | None = Field(None, ge=1)
 
     @field_validator("timezone")
     @classmethod
