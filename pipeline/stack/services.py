@@ -225,11 +225,21 @@ class Postgres:
         return Proc(self.cfg.dir.resolve(), "postgres")
 
     def external_url(self) -> str | None:
-        return os.environ.get("DATABASE_URL") or None
+        """DATABASE_URL when it points somewhere other than the embedded server's address."""
+        from urllib.parse import urlsplit
+
+        url = os.environ.get("DATABASE_URL") or None
+        if url is None:
+            return None
+        parts = urlsplit(url)
+        if parts.hostname in (HOST, "localhost") and parts.port == self.cfg.pg_port:
+            return None  # it names the embedded server itself
+        return url
 
     @property
     def url(self) -> str:
-        return self.external_url() or f"postgresql://postgres@{HOST}:{self.cfg.pg_port}/ingest"
+        embedded = f"postgresql://postgres@{HOST}:{self.cfg.pg_port}/ingest"
+        return self.external_url() or os.environ.get("DATABASE_URL") or embedded
 
     def answering(self) -> bool:
         return _pg_handshake(self.url)
