@@ -40,8 +40,11 @@ def up(cfg: StackSettings, partitions: int | None = None) -> int:
             print(f"{name}: FAILED: {exc}", file=sys.stderr)
             return 1
         print(f"{name:9} {state:24} {addrs[name]}")
+    from workers.settings import load_worker_settings
+
     k = settings.load().kafka
-    topics = [k.raw_topic, k.events_topic, k.dlq_topic]
+    # The application topics, plus where `emit` tasks publish by default.
+    topics = [k.raw_topic, k.events_topic, k.dlq_topic, load_worker_settings().emit_topic]
     created = asyncio.run(ensure_topics(k, topics, partitions or k.partitions))
     print(
         f"topics    {'created ' + ', '.join(created) if created else 'already present':24} "
