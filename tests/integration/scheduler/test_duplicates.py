@@ -1,0 +1,119 @@
+"""Duplicate fires of one nominal time produce exactly one run (manual trigger, backfill),
+and dedupe_key_strategy never suppresses fires of different nominal times."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime, timedelta
+
+import orjson
+from temporalio.client import ScheduleBackfill, ScheduleOverlapPolicy
+
+from scheduler import sync
+from scheduler.spec import schedule_id
+from tests.helpers import eventually, metric_value
+
+from .conftest import cron_runs, nominal_times
+
+HOUR = timedelta(hours=1)
+# Hourly: a manual trigger snaps to the current hour, which a loaded dev server
+# (seconds of latency) will not cross during the test. Policy catchup (overlap
+# ALLOW_ALL) so that Temporal passes every trigger on to the dispatcher: under
+# SKIP a trigger while the previous dispatcher still runs is dropped by Temporal
+# itself, and the contract-id suppression would not be exercised.
+HOURLY = {"cron": "0 * * * *", "misfire_policy": "catchup"}
+
+
+def _dupes() -> float:
+    return metric_value(
+        "pipeline_duplicates_suppressed_total", component="scheduler", trigger="cron",
+        layer="temporal",
+    )  # fmt: skip
+
+
+async def _current_hour() -> datetime:
+    """The current hour, with at least 2 minutes of it left (manual triggers snap to it)."""
+    now = datetime.now(UTC)
+    if now.minute >= 58:
+        await asyncio.sleep((60 - now.minute) * 60 - now.second + 1)
+    return datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
+
+
+async def test_trigger_and_backfill_of_a_time_that_ran_start_nothing_twice(
+    temporal, db_pool, cfg, activities, cron_worker
+):
+    act = await activities(HOURLY)
+    async with cron_worker():
+        await sync.reconcile(temporal, db_pool, cfg.temporal.task_queue)
+        await sync.pause(temporal, str(act.id))  # only our own fires from here on
+        handle = temporal.get_schedule_handle(schedule_id(act.id))
+        hour = await _current_hour()
+        dupes = _dupes()
+
+        await handle.trigger()
+
+        async def ran_hour() -> bool:
+            return hour in await nominal_times(db_pool, act.id)
+
+        await eventually(ran_hour, 90, "the triggered run of the current hour")
+        await handle.trigger()  # the same nominal hour again
+
+        async def one_more_dupe() -> bool:
+            return _dupes() >= dupes + 1
+
+        await eventually(one_more_dupe, 90, "the second trigger to be suppressed")
+        # Backfill the two minutes before it and the hour that already ran.
+        await handle.backfill(
+            ScheduleBackfill(hour - 2 * HOUR - timedelta(seconds=1),
+                             hour + timedelta(seconds=1), ScheduleOverlapPolicy.ALLOW_ALL)
+        )  # fmt: skip
+
+        async def three_runs() -> bool:
+            return len(await cron_runs(db_pool, act.id)) >= 3 and _dupes() >= dupes + 2
+
+        await eventually(three_runs, 90, "the backfill: 2 new runs, 1 suppressed")
+        await asyncio.sleep(1.0)
+    runs = await cron_runs(db_pool, act.id)
+    assert [r["scheduled_for"] for r in runs] == [hour - 2 * HOUR, hour - HOUR, hour]
+    assert _dupes() == dupes + 2
+    for r in runs:  # backfilled runs cover their own interval
+        assert r["context_window_end"] - r["context_window_start"] == HOUR
+        assert r["workflow_id"] == f"activity-{act.id}:{r['scheduled_for'].isoformat()}"
+
+
+async def test_dedupe_key_strategy_skip_does_not_suppress_equal_content(
+    temporal, db_pool, cfg, activities, cron_worker
+):
+    act = await activities(
+        HOURLY,
+        dedupe_key_strategy="skip",
+        tasks=[{"type": "noop", "payload": {"report": "same content every time"}}],
+    )
+    async with cron_worker():
+        await sync.reconcile(temporal, db_pool, cfg.temporal.task_queue)
+        await sync.pause(temporal, str(act.id))
+        hour = await _current_hour()
+        first, second = hour - 3 * HOUR, hour - 2 * HOUR
+        await temporal.get_schedule_handle(schedule_id(act.id)).backfill(
+            ScheduleBackfill(first - timedelta(seconds=1), second + timedelta(seconds=1),
+                             ScheduleOverlapPolicy.ALLOW_ALL)
+        )  # fmt: skip
+
+        async def both_done() -> bool:
+            runs = await cron_runs(db_pool, act.id)
+            return len(runs) == 2 and all(r["status"] == "succeeded" for r in runs)
+
+        await eventually(both_done, 90, "two runs of equal content")
+    runs = await cron_runs(db_pool, act.id)
+    assert [r["scheduled_for"] for r in runs] == [first, second]
+    tasks = await db_pool.fetch(
+        "SELECT status, payload FROM task_instances WHERE run_id = ANY($1::uuid[])",
+        [r["run_id"] for r in runs],
+    )
+    assert [t["status"] for t in tasks] == ["succeeded", "succeeded"]
+    contents = [orjson.loads(t["payload"])["report"] for t in tasks]
+    assert contents == ["same content every time"] * 2, "equal content, both ran"
+    stored = await db_pool.fetchval(
+        "SELECT dedupe_key_strategy FROM activities WHERE id = $1", act.id
+    )
+    assert stored == "skip"
