@@ -33,7 +33,7 @@ def redact(url: str) -> str:
 def migrations() -> list[tuple[str, str]]:
     """(version, sql) pairs in order."""
     folder = resources.files("schemas") / "migrations"
-    files = sorted(p for p in folder.iterdir() if p.name.endswith(".sql"))
+    files = sorted((p for p in folder.iterdir() if p.name.endswith(".sql")), key=lambda p: p.name)
     return [(p.name.removesuffix(".sql"), p.read_text()) for p in files]
 
 

@@ -149,7 +149,7 @@ def load(**overrides: object) -> Settings:
             continue
         group, _, field = key.partition("__")
         groups.setdefault(group, {})[field] = value
-    classes = {
+    classes: dict[str, type[BaseSettings]] = {
         "kafka": KafkaSettings,
         "temporal": TemporalSettings,
         "database": DatabaseSettings,

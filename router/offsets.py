@@ -8,6 +8,7 @@ and 13, and 13's start is absorbed as a duplicate. Nothing is skipped.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 
@@ -75,7 +76,7 @@ class OffsetTracker:
         if part is not None:
             part.mark_done(offset)
 
-    def committable(self, tps: object | None = None) -> dict[object, int]:
+    def committable(self, tps: Iterable[object] | None = None) -> dict[object, int]:
         wanted = (
             self.parts if tps is None else {tp: self.parts[tp] for tp in tps if tp in self.parts}
         )  # type: ignore[attr-defined]
@@ -91,8 +92,8 @@ class OffsetTracker:
             if tp in self.parts:
                 self.parts[tp].advance(off)
 
-    def forget(self, tps: object) -> None:
-        for tp in tps:  # type: ignore[attr-defined]
+    def forget(self, tps: Iterable[object]) -> None:
+        for tp in tps:
             self.parts.pop(tp, None)
 
     @property

@@ -218,6 +218,7 @@ class Routing:
     async def _retry(self, what: str, fn):  # type: ignore[no-untyped-def]
         delay = 0.2
         while True:
+            err: Exception
             try:
                 return await fn()
             except (OSError, ConnectionError, TimeoutError) as exc:
