@@ -5,6 +5,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 PYTEST_ARGS ?=
+TYPED := pipeline schemas router ingress workers
 
 .PHONY: install run test faults bench lint stack-up stack-down stack-status clean
 
@@ -34,6 +35,7 @@ run: stack-up
 # The test suite against the real local stack (CI runs exactly this).
 test: stack-up
 	$(BIN)/ruff check .
+	$(BIN)/mypy $(TYPED)
 	$(BIN)/pytest -q -m "not slow" $(PYTEST_ARGS)
 
 # Full-size fault-injection runs (CI runs the reduced size inside `make test`).
@@ -45,6 +47,7 @@ bench: stack-up
 
 lint: install
 	$(BIN)/ruff check .
+	$(BIN)/mypy $(TYPED)
 	$(BIN)/ruff format --check .
 
 clean: stack-down

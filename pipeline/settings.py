@@ -158,7 +158,7 @@ def load(**overrides: object) -> Settings:
     built: dict[str, BaseSettings] = {}
     try:
         for name, cls in classes.items():
-            built[name] = cls(**groups.get(name, {}))
+            built[name] = cls(**groups.get(name, {}))  # type: ignore[arg-type]
     except ValidationError as exc:
         raise ConfigError(_describe(exc, classes[name])) from None
     return Settings(**built)  # type: ignore[arg-type]
