@@ -43,6 +43,7 @@ faults: stack-up
 	FAULTS_SCALE=full $(BIN)/pytest -q tests/faults $(PYTEST_ARGS)
 
 bench: stack-up
+	$(BIN)/python -m pip install -q -e '.[dev,bench]'
 	$(BIN)/python -m bench.run_all
 
 lint: install
