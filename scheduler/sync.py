@@ -15,8 +15,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
 import asyncpg
+from temporalio.api.common.v1 import Payload
 from temporalio.client import (
     Client,
     ScheduleActionStartWorkflow,
@@ -67,13 +69,15 @@ async def _describe(handle: ScheduleHandle) -> ScheduleDescription | None:
 
 def current_fingerprint(desc: ScheduleDescription) -> str | None:
     action = desc.schedule.action
-    if not isinstance(action, ScheduleActionStartWorkflow) or action.raw_info is None:
+    if not isinstance(action, ScheduleActionStartWorkflow) or not action.memo:
         return None
-    payload = action.raw_info.memo.fields.get(FINGERPRINT_MEMO)
+    # A described action holds its memo as raw payloads.
+    payload: Any = action.memo.get(FINGERPRINT_MEMO)
     if payload is None:
         return None
-    value = DataConverter.default.payload_converter.from_payloads([payload])[0]
-    return str(value)
+    if isinstance(payload, Payload):
+        payload = DataConverter.default.payload_converter.from_payloads([payload])[0]
+    return str(payload)
 
 
 async def ensure(client: Client, act: ActivityDef, task_queue: str) -> list[Change]:
