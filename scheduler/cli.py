@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +31,9 @@ def _settings(args: argparse.Namespace) -> settings.Settings:
 
 
 def _run(
-    args: argparse.Namespace, work: Callable[[settings.Settings], Awaitable[int]], name: str
+    args: argparse.Namespace,
+    work: Callable[[settings.Settings], Coroutine[Any, Any, int]],
+    name: str,
 ) -> int:
     cfg = _settings(args)
     try:
