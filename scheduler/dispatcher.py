@@ -6,7 +6,10 @@ same nominal time could run twice. The dispatcher reads the nominal time from
 the ``TemporalScheduledStartTime`` search attribute (never the wall clock) and
 starts ``RunActivityWorkflow`` with the contract id
 ``activity-{activity_id}:{scheduled_for}`` and REJECT_DUPLICATE. A second fire
-of the same time (backfill, manual trigger, retry) ends as a counted duplicate.
+of the same time (backfill, manual trigger, retry) ends as a counted duplicate:
+``layer="ledger"`` when ``activity_runs`` already has the run (this survives
+Temporal's retention period), ``layer="temporal"`` when Temporal rejects the
+start (a run started but not logged yet).
 
 Misfires are handled here because this is the one place that sees every gap,
 whatever made it (pause, server outage, skipped overlaps), and its metrics are
@@ -186,6 +189,14 @@ class CronActivities:
             context_window_start=decision.window_start.isoformat(),
             context_window_end=decision.window_end.isoformat(),
         )
+        if await store.run_logged(self._pool, wid):
+            # Temporal forgets closed ids after the namespace retention (24 h on
+            # the dev server); activity_runs does not, so an old backfill stays a no-op.
+            metrics.DUPLICATES_SUPPRESSED.labels(
+                component="scheduler", trigger=TRIGGER_CRON, layer="ledger"
+            ).inc()
+            log.info("cron run %s already logged: not starting it again", wid)
+            return "duplicate", wid, run
         try:
             await self._client.start_workflow(
                 RUN_WORKFLOW,

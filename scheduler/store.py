@@ -96,3 +96,10 @@ async def last_cron_run(pool: asyncpg.Pool, activity_id: str, before: datetime) 
         before,
     )
     return value if isinstance(value, datetime) else None
+
+
+async def run_logged(pool: asyncpg.Pool, workflow_id: str) -> bool:
+    """True when ``activity_runs`` already holds this run (kept past Temporal's retention)."""
+    return bool(
+        await pool.fetchval("SELECT true FROM activity_runs WHERE workflow_id = $1", workflow_id)
+    )

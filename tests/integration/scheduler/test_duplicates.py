@@ -4,6 +4,7 @@ and dedupe_key_strategy never suppresses fires of different nominal times."""
 from __future__ import annotations
 
 import asyncio
+import uuid
 from datetime import UTC, datetime, timedelta
 
 import orjson
@@ -11,6 +12,8 @@ from temporalio.client import ScheduleBackfill, ScheduleOverlapPolicy
 
 from scheduler import sync
 from scheduler.spec import schedule_id
+from schemas.ids import cron_workflow_id, run_id_for
+from schemas.workflow_io import RunActivityInput
 from tests.helpers import eventually, metric_value
 
 from .conftest import cron_runs, nominal_times
@@ -24,11 +27,10 @@ HOUR = timedelta(hours=1)
 HOURLY = {"cron": "0 * * * *", "misfire_policy": "catchup"}
 
 
-def _dupes() -> float:
+def _dupes(layer: str) -> float:
     return metric_value(
-        "pipeline_duplicates_suppressed_total", component="scheduler", trigger="cron",
-        layer="temporal",
-    )  # fmt: skip
+        "pipeline_duplicates_suppressed_total", component="scheduler", trigger="cron", layer=layer
+    )
 
 
 async def _current_hour() -> datetime:
@@ -48,7 +50,7 @@ async def test_trigger_and_backfill_of_a_time_that_ran_start_nothing_twice(
         await sync.pause(temporal, str(act.id))  # only our own fires from here on
         handle = temporal.get_schedule_handle(schedule_id(act.id))
         hour = await _current_hour()
-        dupes = _dupes()
+        ledger, tempo = _dupes("ledger"), _dupes("temporal")
 
         await handle.trigger()
 
@@ -56,27 +58,41 @@ async def test_trigger_and_backfill_of_a_time_that_ran_start_nothing_twice(
             return hour in await nominal_times(db_pool, act.id)
 
         await eventually(ran_hour, 90, "the triggered run of the current hour")
-        await handle.trigger()  # the same nominal hour again
+        await handle.trigger()  # the same nominal hour again: activity_runs has it
 
-        async def one_more_dupe() -> bool:
-            return _dupes() >= dupes + 1
+        async def ledger_dupe() -> bool:
+            return _dupes("ledger") >= ledger + 1
 
-        await eventually(one_more_dupe, 90, "the second trigger to be suppressed")
-        # Backfill the two minutes before it and the hour that already ran.
+        await eventually(ledger_dupe, 90, "the second trigger to be suppressed")
+        # H-2h: a run Temporal started but no worker has logged yet (its queue is
+        # not polled), so only Temporal's REJECT_DUPLICATE can stop the backfill.
+        queued = cron_workflow_id(act.id, hour - 2 * HOUR)
+        await temporal.start_workflow(
+            "RunActivityWorkflow",
+            RunActivityInput(str(act.id), queued, str(run_id_for(queued)), "cron",
+                             scheduled_for=(hour - 2 * HOUR).isoformat()),
+            id=queued, task_queue=f"unpolled-{uuid.uuid4()}",
+        )  # fmt: skip
+        # Backfill H-2h (queued), H-1h (new) and H (already ran).
         await handle.backfill(
             ScheduleBackfill(hour - 2 * HOUR - timedelta(seconds=1),
                              hour + timedelta(seconds=1), ScheduleOverlapPolicy.ALLOW_ALL)
         )  # fmt: skip
 
-        async def three_runs() -> bool:
-            return len(await cron_runs(db_pool, act.id)) >= 3 and _dupes() >= dupes + 2
+        async def backfilled() -> bool:
+            return (
+                hour - HOUR in await nominal_times(db_pool, act.id)
+                and _dupes("ledger") >= ledger + 2
+                and _dupes("temporal") >= tempo + 1
+            )
 
-        await eventually(three_runs, 90, "the backfill: 2 new runs, 1 suppressed")
+        await eventually(backfilled, 90, "the backfill: 1 new run, 2 suppressed")
         await asyncio.sleep(1.0)
+        await temporal.get_workflow_handle(queued).terminate("test over")
     runs = await cron_runs(db_pool, act.id)
-    assert [r["scheduled_for"] for r in runs] == [hour - 2 * HOUR, hour - HOUR, hour]
-    assert _dupes() == dupes + 2
-    for r in runs:  # backfilled runs cover their own interval
+    assert [r["scheduled_for"] for r in runs] == [hour - HOUR, hour]
+    assert (_dupes("ledger"), _dupes("temporal")) == (ledger + 2, tempo + 1)
+    for r in runs:  # every run covers its own interval
         assert r["context_window_end"] - r["context_window_start"] == HOUR
         assert r["workflow_id"] == f"activity-{act.id}:{r['scheduled_for'].isoformat()}"
 
