@@ -24,13 +24,18 @@ COLUMNS = [
     "dlq_expected",
     "runs",
     "seconds",
+    "other",
 ]
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
     if not FIGURES or not (FULL or os.environ.get("FAULTS_REPORT")):
         return
-    rows = [[str(f.get(c, "")) for c in COLUMNS] for f in FIGURES]
+    rows = [
+        [str(f.get(c, "")) for c in COLUMNS[:-1]]
+        + [" ".join(f"{k}={v}" for k, v in f.items() if k not in COLUMNS)]
+        for f in FIGURES
+    ]
     widths = [max(len(c), *(len(r[i]) for r in rows)) for i, c in enumerate(COLUMNS)]
     tr = terminalreporter
     tr.write_sep("=", "fault-injection figures")
