@@ -22,6 +22,7 @@ from pipeline import kafka
 from pipeline.clients import db_pool, temporal_client
 from pipeline.runtime import Shutdown, serve_http
 from pipeline.settings import Settings
+from scheduler.dispatcher import CronActivities, CronFireWorkflow
 from workers.activities import RunActivities
 from workers.handlers import Registry, Resources, load_registry
 from workers.settings import WorkerSettings, load_worker_settings
@@ -40,13 +41,18 @@ def sdk_runtime(settings: Settings, port: int) -> Runtime | None:
 
 
 def build_worker(
-    client: Client, settings: Settings, worker_cfg: WorkerSettings, activities: RunActivities
+    client: Client,
+    settings: Settings,
+    worker_cfg: WorkerSettings,
+    activities: RunActivities,
+    cron: CronActivities | None = None,
 ) -> Worker:
+    """The worker for event runs, task instances and, with ``cron``, the schedule dispatcher."""
     return Worker(
         client,
         task_queue=settings.temporal.task_queue,
-        workflows=[RunActivityWorkflow, TaskInstanceWorkflow],
-        activities=activities.all(),
+        workflows=[RunActivityWorkflow, TaskInstanceWorkflow, CronFireWorkflow],
+        activities=activities.all() + (cron.all() if cron else []),
         max_concurrent_activities=worker_cfg.max_concurrent_activities,
         max_concurrent_workflow_tasks=worker_cfg.max_concurrent_workflow_tasks,
         graceful_shutdown_timeout=timedelta(seconds=settings.process.shutdown_grace_seconds),
@@ -73,7 +79,13 @@ async def run_worker(
     if pool is None:
         pool = await db_pool(settings.database)
     resources = Resources(lambda: kafka.producer(settings.kafka), wcfg.emit_topic)
-    worker = build_worker(client, settings, wcfg, RunActivities(pool, registry, resources))
+    worker = build_worker(
+        client,
+        settings,
+        wcfg,
+        RunActivities(pool, registry, resources),
+        CronActivities(client, pool, settings.temporal.task_queue),
+    )
     running = asyncio.create_task(worker.run())
     server = None
     code = 0
