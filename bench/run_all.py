@@ -10,7 +10,7 @@ import asyncio
 import time
 from typing import Any
 
-from bench import ingress, latency, memory, plot, replay_duplicates, router_fresh
+from bench import ingress, latency, memory, plot, replay_duplicates, router_fresh, scale
 from bench.common import write_result
 
 
@@ -32,6 +32,9 @@ async def main() -> None:
     print("\n== memory")
     mem: dict[str, Any] = await memory.run()
     rows.append(("memory", f"{mem['rss_growth_mb']} MB over {mem['events']:,} events", "<= 50 MB"))
+    print("\n== scale")
+    sc: dict[str, Any] = await scale.run()
+    rows.append(("scale (3 routers+2 workers vs 1+1)", f"{sc['speedup']}x", "report"))
     print()
     plot.plot()
     write_result("summary", {"rows": rows, "seconds": round(time.perf_counter() - t0, 1)})
