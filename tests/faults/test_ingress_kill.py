@@ -43,7 +43,9 @@ async def test_ingress_sigkill_keeps_ids_stable(
     try:
         await pipe.spawn("router")
         await pipe.spawn("worker")
-        ingress = await pipe.spawn("ingress")
+        # The test-only pre-commit pause widens the window between "produced" and
+        # "committed", so kills land there and force redelivery of stamped events.
+        ingress = await pipe.spawn("ingress", INGEST_INGRESS_FAULT_COMMIT_DELAY_SECONDS="1")
         producing = asyncio.create_task(
             h.produce_paced(stack.kafka, topics.raw, N, etype, PRODUCE_SECONDS, produced)
         )
@@ -92,6 +94,7 @@ async def test_ingress_sigkill_keeps_ids_stable(
         assert eids == {ids.source_event_id(topics.raw, p, o)}, (p, o, eids)
     assert all(len(c) == 1 for c in copies.values()), "a duplicate differs from its original"
     redelivered = len(events) - N
+    assert redelivered > 0, "no kill landed between produce and commit"
     assert await _events_count(stack.kafka, topics.dlq) == 0
     h.record(
         "2 ingress SIGKILL",
