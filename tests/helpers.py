@@ -138,3 +138,36 @@ def metric_value(name: str, **labels: str) -> float:
     from prometheus_client import REGISTRY
 
     return REGISTRY.get_sample_value(name, labels) or 0.0
+
+
+async def route_until_committed(
+    cfg: Any, rcfg: Any, temporal: Any, pool: asyncpg.Pool, timeout: float = 60
+) -> Any:
+    """Run the live Router in-process until its group has committed the end offsets."""
+    from pipeline.runtime import Shutdown
+    from router.service import Router
+
+    shutdown = Shutdown()
+    router = Router(cfg, rcfg, client=temporal, pool=pool, shutdown=shutdown)
+    task = asyncio.create_task(router.run())
+    end = await end_offsets(cfg.kafka.bootstrap_servers, cfg.kafka.events_topic)
+
+    async def caught_up() -> bool:
+        got = await committed(cfg.kafka.bootstrap_servers, rcfg.group, cfg.kafka.events_topic)
+        return all((got.get(p) or 0) >= off for p, off in end.items())
+
+    try:
+        await eventually(caught_up, timeout, "router commits reaching the end offsets")
+    finally:
+        shutdown.trigger()
+        await asyncio.wait_for(task, 30)
+    return router
+
+
+async def exists(client: Any, wid: str) -> bool:
+    """Temporal still knows this workflow id."""
+    try:
+        await client.get_workflow_handle(wid).describe()
+        return True
+    except Exception:
+        return False

@@ -2,49 +2,13 @@
 
 from __future__ import annotations
 
-import asyncio
-
 from aiokafka import AIOKafkaProducer
 from temporalio.api.common.v1 import WorkflowExecution
 from temporalio.api.workflowservice.v1 import DeleteWorkflowExecutionRequest
 from temporalio.client import Client
 
-from pipeline.runtime import Shutdown
-from pipeline.settings import Settings
-from router.config import RouterSettings
-from router.service import Router
 from tests import helpers
-
-
-async def route_until_committed(
-    cfg: Settings, rcfg: RouterSettings, temporal: Client, pool, timeout: float = 60
-) -> Router:  # type: ignore[no-untyped-def]
-    """Run the live Router in-process until its group has committed the end offsets."""
-    shutdown = Shutdown()
-    router = Router(cfg, rcfg, client=temporal, pool=pool, shutdown=shutdown)
-    task = asyncio.create_task(router.run())
-    end = await helpers.end_offsets(cfg.kafka.bootstrap_servers, cfg.kafka.events_topic)
-
-    async def caught_up() -> bool:
-        got = await helpers.committed(
-            cfg.kafka.bootstrap_servers, rcfg.group, cfg.kafka.events_topic
-        )
-        return all((got.get(p) or 0) >= off for p, off in end.items())
-
-    try:
-        await helpers.eventually(caught_up, timeout, "router commits reaching the end offsets")
-    finally:
-        shutdown.trigger()
-        await asyncio.wait_for(task, 30)
-    return router
-
-
-async def exists(client: Client, wid: str) -> bool:
-    try:
-        await client.get_workflow_handle(wid).describe()
-        return True
-    except Exception:
-        return False
+from tests.helpers import exists, route_until_committed  # noqa: F401 - re-exported
 
 
 async def forget(client: Client, wids: list[str]) -> None:

@@ -2,44 +2,11 @@
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 
-from temporalio.client import Client
-
-from pipeline.runtime import Shutdown
 from router.config import RouterSettings
-from router.service import Router
 from schemas import ids
 from tests import helpers
-
-
-async def _route_until_committed(cfg, rcfg, temporal, db_pool, timeout=60):
-    shutdown = Shutdown()
-    router = Router(cfg, rcfg, client=temporal, pool=db_pool, shutdown=shutdown)
-    task = asyncio.create_task(router.run())
-    end = await helpers.end_offsets(cfg.kafka.bootstrap_servers, cfg.kafka.events_topic)
-
-    async def caught_up() -> bool:
-        got = await helpers.committed(
-            cfg.kafka.bootstrap_servers, rcfg.group, cfg.kafka.events_topic
-        )
-        return all((got.get(p) or 0) >= off for p, off in end.items())
-
-    try:
-        await helpers.eventually(caught_up, timeout, "router commits reaching the end offsets")
-    finally:
-        shutdown.trigger()
-        await asyncio.wait_for(task, 30)
-    return router
-
-
-async def _exists(client: Client, wid: str) -> bool:
-    try:
-        await client.get_workflow_handle(wid).describe()
-        return True
-    except Exception:
-        return False
 
 
 async def test_routes_dedupes_and_dead_letters(cfg, temporal, db_pool):
@@ -68,12 +35,12 @@ async def test_routes_dedupes_and_dead_letters(cfg, temporal, db_pool):
     )
 
     rcfg = RouterSettings(group=f"g-{tag}", commit_interval_ms=100)
-    router = await _route_until_committed(cfg, rcfg, temporal, db_pool)
+    router = await helpers.route_until_committed(cfg, rcfg, temporal, db_pool)
 
     expected = {ids.event_workflow_id(a, e) for a in (a1, a2) for e in unique}
     assert router.routing.stats.started == len(expected)
     for wid in expected:
-        assert await _exists(temporal, wid), wid
+        assert await helpers.exists(temporal, wid), wid
         desc = await temporal.get_workflow_handle(wid).describe()
         assert desc.workflow_type == "RunActivityWorkflow"
         assert desc.task_queue == cfg.temporal.task_queue
@@ -108,17 +75,17 @@ async def test_replaying_the_topic_with_a_new_group_starts_nothing(cfg, temporal
         cfg.kafka.events_topic,
         [(e.encode(), helpers.event("t", e), []) for e in evs],
     )
-    first = await _route_until_committed(
+    first = await helpers.route_until_committed(
         cfg, RouterSettings(group=f"a-{tag}", commit_interval_ms=100), temporal, db_pool
     )
     assert first.routing.stats.started == 30
-    second = await _route_until_committed(
+    second = await helpers.route_until_committed(
         cfg, RouterSettings(group=f"b-{tag}", commit_interval_ms=100), temporal, db_pool
     )
     assert second.routing.stats.started == 0
     assert second.routing.stats.ledger_duplicates == 30
     # Without the ledger, Temporal's REJECT_DUPLICATE absorbs them.
-    third = await _route_until_committed(
+    third = await helpers.route_until_committed(
         cfg,
         RouterSettings(group=f"c-{tag}", commit_interval_ms=100, ledger=False),
         temporal,
@@ -126,4 +93,4 @@ async def test_replaying_the_topic_with_a_new_group_starts_nothing(cfg, temporal
     )
     assert third.routing.stats.started == 0
     assert third.routing.stats.temporal_duplicates == 30
-    assert await _exists(temporal, ids.event_workflow_id(a1, evs[0]))
+    assert await helpers.exists(temporal, ids.event_workflow_id(a1, evs[0]))
