@@ -12,11 +12,7 @@ only what never ran: the ledger answers for anything routed before (even after
 Temporal forgot it past its retention), Temporal for anything started but not
 yet in the ledger.
 
-:class:`DlqRedriver` re-reads the DLQ after a fix. It reads with its own group
-(``ingest-dlq-replay``) and commits after each handled batch, so a message is
-re-driven once; it stops at the end offsets captured at start, so a message
-that fails again (and is appended to the DLQ with ``dlq_attempt`` + 1) is not
-picked up again in the same run.
+DLQ re-drive (``ingest replay --dlq``) lives in :mod:`router.dlq_redrive`.
 """
 
 from __future__ import annotations
@@ -25,13 +21,12 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 import asyncpg
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
-from aiokafka.structs import ConsumerRecord
 from temporalio.client import Client
 
 from pipeline import kafka
@@ -49,7 +44,6 @@ DLQ_GROUP = "ingest-dlq-replay"
 # offset (e.g. only aborted transactional records left) is given up on.
 STALL_SECONDS = 30.0
 
-_Send = tuple[str, bytes | None, bytes | None, list[tuple[str, bytes]]]
 """(topic, key, value, headers) of one record to produce."""
 
 Progress = Callable[[int, int], None]
@@ -316,223 +310,3 @@ class Replayer:
 
 
 # --- DLQ re-drive ---------------------------------------------------------------
-
-
-def _source_record(msg: ConsumerRecord) -> ConsumerRecord:
-    """The raw message as ingress first saw it: its source coordinates, no dlq_* headers.
-
-    Ingress's ``source`` stamping derives event_id from (topic, partition, offset);
-    re-driving from these coordinates gives the very id the first attempt would
-    have given, so the router's workflow ids stay stable.
-    """
-    topic = kafka.header(msg.headers, "dlq_source_topic")
-    part = kafka.header(msg.headers, "dlq_source_partition")
-    off = kafka.header(msg.headers, "dlq_source_offset")
-    try:
-        coords = (topic.decode(), int(part), int(off)) if topic and part and off else None
-    except ValueError:
-        coords = None
-    if coords is None:
-        coords = (msg.topic, msg.partition, msg.offset)
-    headers = [(k, v) for k, v in msg.headers or () if not str(k).startswith(kafka.DLQ_PREFIX)]
-    return replace(msg, topic=coords[0], partition=coords[1], offset=coords[2], headers=headers)
-
-
-class DlqRedriver:
-    """Re-drives the DLQ once; :meth:`run` returns the report.
-
-    ``reason``: only messages with this ``dlq_reason`` are re-driven; the others
-    read in this run are appended to the DLQ again unchanged (same attempt), so
-    the group's committed offset keeps meaning "everything before it was handled"
-    and they are re-driven by a later run.
-    """
-
-    def __init__(
-        self,
-        settings: Settings,
-        rcfg: RouterSettings,
-        *,
-        client: Client,
-        pool: asyncpg.Pool,
-        group: str = DLQ_GROUP,
-        reason: str | None = None,
-        dry_run: bool = False,
-        progress: Progress | None = None,
-        stopping: Callable[[], bool] = lambda: False,
-    ) -> None:
-        self.settings = settings
-        self.rcfg = rcfg
-        self.client = client
-        self.pool = pool
-        self.group = group
-        self.reason = reason
-        self.dry_run = dry_run
-        self.progress = progress or (lambda done, total: None)
-        self.stopping = stopping
-        self.counts = {"dlq_read": 0, "to_events": 0, "returned_to_dlq": 0, "carried_forward": 0}
-        self.routed_done: set[tuple[int, int]] = set()
-        self._ingress_cfg: Any = None
-
-    async def run(self) -> ReplayReport:
-        k = self.settings.kafka
-        t0 = time.monotonic()
-        consumer = kafka.consumer(
-            k, group_id=self.group, max_poll_records=self.rcfg.max_poll_records
-        )
-        # Room for the largest DLQ record (a too_large one may be re-driven after the fix).
-        producer = kafka.producer(k, max_request_size=8 * 1024 * 1024)
-        catalog = ActivityCatalog(self.pool, self.rcfg.refresh_seconds)
-        await consumer.start()
-        try:
-            await producer.start()
-            try:
-                await catalog.start()
-                try:
-                    ranges = await self._plan(consumer)
-                    routing = build_routing(
-                        self.settings,
-                        self.rcfg,
-                        client=self.client,
-                        pool=self.pool,
-                        catalog=catalog,
-                        producer=producer,
-                        on_done=lambda tp, off: self.routed_done.add((tp.partition, off)),
-                        stopping=self.stopping,
-                        dry_run=self.dry_run,
-                    )
-                    complete = await self._consume(consumer, producer, routing, ranges)
-                finally:
-                    await catalog.stop()
-            finally:
-                await producer.stop()
-        finally:
-            await consumer.stop()
-        return ReplayReport(
-            topic=k.dlq_topic,
-            dry_run=self.dry_run,
-            ledger=self.rcfg.ledger,
-            stats=routing.stats,
-            elapsed_seconds=time.monotonic() - t0,
-            ranges={tp.partition: r for tp, r in ranges.items()},
-            complete=complete,
-            extra={
-                **self.counts,
-                "returned_to_dlq": self.counts["returned_to_dlq"] + routing.stats.dlq,
-            },
-        )
-
-    async def _plan(self, consumer: AIOKafkaConsumer) -> dict[TopicPartition, tuple[int, int]]:
-        topic = self.settings.kafka.dlq_topic
-        tps = [TopicPartition(topic, p) for p in await topic_partitions(consumer, topic)]
-        consumer.assign(tps)
-        begin = await consumer.beginning_offsets(tps)
-        end = await consumer.end_offsets(tps)
-        ranges = {}
-        for tp in tps:
-            committed = await consumer.committed(tp)
-            start = max(committed if committed is not None else 0, begin[tp])
-            ranges[tp] = (start, max(start, end[tp]))
-        return ranges
-
-    async def _consume(
-        self,
-        consumer: AIOKafkaConsumer,
-        producer: AIOKafkaProducer,
-        routing: Routing,
-        ranges: dict[TopicPartition, tuple[int, int]],
-    ) -> bool:
-        todo = {tp: stop for tp, (start, stop) in ranges.items() if start < stop}
-        total = sum(stop - start for start, stop in ranges.values())
-        done = 0
-        self.progress(0, total)
-        for tp, (start, _) in ranges.items():
-            consumer.seek(tp, start)
-        idle = [tp for tp in ranges if tp not in todo]
-        if idle:
-            consumer.pause(*idle)
-        last_data = time.monotonic()
-        while todo and not self.stopping():
-            batches = await consumer.getmany(
-                *todo, timeout_ms=200, max_records=self.rcfg.max_poll_records
-            )
-            for tp, msgs in batches.items():
-                wanted = [m for m in msgs if m.offset < todo.get(tp, -1)]
-                if not wanted:
-                    continue
-                last_data = time.monotonic()
-                if not await self._handle(producer, routing, wanted):
-                    return False  # stopping: this batch stays uncommitted
-                if not self.dry_run:
-                    await consumer.commit({tp: wanted[-1].offset + 1})
-                done += len(wanted)
-                self.progress(done, total)
-            for tp in list(todo):
-                if await consumer.position(tp) >= todo[tp]:
-                    del todo[tp]
-                    consumer.pause(tp)
-            if todo and time.monotonic() - last_data > STALL_SECONDS:
-                return False
-        return not todo
-
-    async def _handle(
-        self, producer: AIOKafkaProducer, routing: Routing, msgs: list[ConsumerRecord]
-    ) -> bool:
-        """Handle one partition's batch completely, or return False (shutdown)."""
-        to_route: list[ConsumerRecord] = []
-        sends: list[_Send] = []
-        self.counts["dlq_read"] += len(msgs)
-        for msg in msgs:
-            reason = (kafka.header(msg.headers, "dlq_reason") or b"").decode("utf-8", "replace")
-            component = kafka.header(msg.headers, "dlq_component")
-            if self.reason is not None and reason != self.reason:
-                self.counts["carried_forward"] += 1
-                headers = [(k, bytes(v or b"")) for k, v in msg.headers or ()]
-                sends.append((self.settings.kafka.dlq_topic, msg.key, msg.value, headers))
-            elif component == b"ingress":
-                sends.append(self._through_ingress(msg))
-            else:
-                to_route.append(msg)
-        if to_route:
-            self.routed_done.clear()
-            tasks = await routing.submit(to_route)
-            await asyncio.gather(*tasks)
-            if len(self.routed_done) < len(to_route):
-                return False
-            await routing.flush_ledger()
-        if not self.dry_run and sends:
-            futs = [
-                await producer.send(topic, value, key=key, headers=headers)
-                for topic, key, value, headers in sends
-            ]
-            await asyncio.gather(*futs)
-        return True
-
-    def _through_ingress(self, msg: ConsumerRecord) -> _Send:
-        """Ingress's own transform (its INGEST_INGRESS_* settings) on the message as it
-        first arrived; a still-bad one gets ``dlq_attempt`` + 1 and keeps its source."""
-        from ingress import config as ingress_config
-        from ingress.records import transform
-
-        if self._ingress_cfg is None:
-            self._ingress_cfg = ingress_config.load()
-        icfg = self._ingress_cfg
-        k = self.settings.kafka
-        out = transform(
-            _source_record(msg),
-            strategy=icfg.stamping(),
-            events_topic=k.events_topic,
-            dlq_topic=k.dlq_topic,
-            max_bytes=icfg.max_event_bytes,
-        )
-        if out.reason is None:
-            self.counts["to_events"] += 1
-            return out.topic, out.key, out.value, out.headers
-        self.counts["returned_to_dlq"] += 1
-        detail = (kafka.header(out.headers, "dlq_detail") or b"").decode("utf-8", "replace")
-        log.info("still bad: %s[%d]@%d: %s", msg.topic, msg.partition, msg.offset, out.reason)
-        return (
-            k.dlq_topic,
-            msg.key,
-            msg.value,
-            kafka.dlq_headers(msg, out.reason, detail, "ingress"),
-        )

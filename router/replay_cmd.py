@@ -19,7 +19,8 @@ from pipeline import logs, settings
 from pipeline.clients import Unreachable, check_kafka, db_pool, temporal_client
 from pipeline.runtime import Shutdown
 from router.config import RouterSettings
-from router.replay import DLQ_GROUP, DlqRedriver, Replayer, ReplayError, ReplayRange, ReplayReport
+from router.dlq_redrive import DlqRedriver
+from router.replay import DLQ_GROUP, Replayer, ReplayError, ReplayRange, ReplayReport
 
 log = logging.getLogger("replay")
 

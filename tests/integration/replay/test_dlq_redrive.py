@@ -10,7 +10,7 @@ import orjson
 
 from pipeline.runtime import Shutdown
 from router.config import RouterSettings
-from router.replay import DlqRedriver
+from router.dlq_redrive import DlqRedriver
 from schemas import ids
 from tests import helpers
 from tests.integration.replay.util import exists, route_until_committed
