@@ -45,9 +45,9 @@ async def test_ingress_sigkill_keeps_ids_stable(
         await pipe.spawn("worker")
         # The test-only pre-commit pause widens the window between "produced" and
         # "committed", so kills land there and force redelivery of stamped events.
-        ingress = await pipe.spawn("ingress", INGEST_INGRESS_FAULT_COMMIT_DELAY_SECONDS="1")
+        ingress = await pipe.spawn("ingress", INGEST_INGRESS_FAULT_COMMIT_DELAY_SECONDS="2")
         producing = asyncio.create_task(
-            h.produce_paced(stack.kafka, topics.raw, N, etype, PRODUCE_SECONDS, produced)
+            h.produce_paced(stack.kafka, topics.raw, N, etype, PRODUCE_SECONDS, produced, batch=5)
         )
         for _ in range(KILLS):
             before = await _events_count(stack.kafka, topics.events)
@@ -57,7 +57,7 @@ async def test_ingress_sigkill_keeps_ids_stable(
                 return await _events_count(stack.kafka, topics.events) > before
 
             await helpers.eventually(progressed, 90, "ingress to produce something")
-            await asyncio.sleep(random.uniform(0.1, 1.0))
+            await asyncio.sleep(random.uniform(0.0, 0.5))
             assert not producing.done(), "every kill should land while events flow"
             await ingress.kill()
             kills += 1
