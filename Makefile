@@ -36,9 +36,10 @@ run: stack-up
 test: stack-up
 	$(BIN)/ruff check .
 	$(BIN)/mypy $(TYPED)
-	$(BIN)/pytest -q -m "not slow" $(PYTEST_ARGS)
+	FAULTS_REPORT=1 $(BIN)/pytest -q -m "not slow" $(PYTEST_ARGS)
 
-# Full-size fault-injection runs (CI runs the reduced size inside `make test`).
+# Full-size fault-injection runs (CI runs the reduced size inside `make test`) with a
+# table of figures per scenario.
 faults: stack-up
 	FAULTS_SCALE=full $(BIN)/pytest -q tests/faults $(PYTEST_ARGS)
 
