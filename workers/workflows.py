@@ -51,6 +51,20 @@ _DB_RETRY = RetryPolicy(
 _DB_TIMEOUT = timedelta(seconds=30)
 
 
+async def _db(method, arg):  # type: ignore[no-untyped-def]
+    """A bookkeeping step (one short, idempotent PostgreSQL statement) as a local activity.
+
+    Local, not regular: it runs inside the worker's workflow task and is recorded
+    as a marker, so a run costs a handful of server round trips instead of one
+    schedule/poll/complete cycle per row written. That is safe here because each
+    step is an idempotent upsert; a retry after a worker crash repeats it with the
+    same outcome. Task handlers stay regular activities (long, heartbeating).
+    """
+    return await workflow.execute_local_activity_method(
+        method, arg, start_to_close_timeout=_DB_TIMEOUT, retry_policy=_DB_RETRY
+    )
+
+
 def describe(exc: BaseException) -> str:
     """``Type: message`` of the innermost cause (what task rows store as last_error)."""
     cause = exc
@@ -95,11 +109,9 @@ class TaskInstanceWorkflow:
     async def _state(
         self, inp: TaskInstanceInput, status: str, error: str | None = None
     ) -> TaskStateResult:
-        return await workflow.execute_activity_method(
+        return await _db(  # type: ignore[no-any-return]
             RunActivities.set_task_state,
             TaskStateInput(inp.task_id, inp.run_id, inp.spec, status, error),
-            start_to_close_timeout=_DB_TIMEOUT,
-            retry_policy=_DB_RETRY,
         )
 
 
@@ -114,20 +126,12 @@ class RunActivityWorkflow:
                 type="WorkflowIdMismatch",
                 non_retryable=True,
             )
-        await workflow.execute_activity_method(
-            RunActivities.log_run,
-            LogRunInput(inp),
-            start_to_close_timeout=_DB_TIMEOUT,
-            retry_policy=_DB_RETRY,
-        )
+        await _db(RunActivities.log_run, LogRunInput(inp))
         try:
-            planned = await workflow.execute_activity_method(
-                RunActivities.plan_tasks,
-                PlanTasksInput(inp),
-                start_to_close_timeout=_DB_TIMEOUT,
-                retry_policy=_DB_RETRY,
-            )
-        except ActivityError as exc:
+            planned = await _db(RunActivities.plan_tasks, PlanTasksInput(inp))
+        # A failed local activity surfaces as its ApplicationError, not wrapped in
+        # an ActivityError as a regular activity's failure is: catch both.
+        except (ActivityError, ApplicationError) as exc:
             await self._finish(inp.run_id, "failed")
             raise ApplicationError(
                 f"planning failed: {describe(exc)}", type="PlanFailed", non_retryable=True
@@ -163,9 +167,4 @@ class RunActivityWorkflow:
             return TaskInstanceResult(task_id, "failed", describe(exc))
 
     async def _finish(self, run_id: str, status: str) -> None:
-        await workflow.execute_activity_method(
-            RunActivities.finish_run,
-            FinishRunInput(run_id, status),
-            start_to_close_timeout=_DB_TIMEOUT,
-            retry_policy=_DB_RETRY,
-        )
+        await _db(RunActivities.finish_run, FinishRunInput(run_id, status))
