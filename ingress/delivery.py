@@ -31,6 +31,7 @@ from aiokafka.errors import (
 )
 
 from ingress.records import Outgoing, to_dlq
+from pipeline.kafka import key_partition
 from schemas.envelope import R_TOO_LARGE
 
 log = logging.getLogger(__name__)
@@ -65,12 +66,21 @@ async def _send_round(
     """
     futures: list[tuple[Outgoing, asyncio.Future[object] | BaseException]] = []
     blocked: BaseException | None = None
+    counts: dict[str, int] = {}
     for rec in records:
         if blocked is not None:
             futures.append((rec, blocked))
             continue
         try:
-            fut = await producer.send(rec.topic, value=rec.value, key=rec.key, headers=rec.headers)
+            partition = None
+            if rec.key is not None:
+                n = counts.get(rec.topic)
+                if n is None:
+                    n = counts[rec.topic] = len(await producer.partitions_for(rec.topic))
+                partition = key_partition(rec.key, n)
+            fut = await producer.send(
+                rec.topic, value=rec.value, key=rec.key, headers=rec.headers, partition=partition
+            )
             futures.append((rec, fut))
         except Exception as exc:
             futures.append((rec, exc))

@@ -23,12 +23,19 @@ KW = {"strategy": SourceStrategy(), "events_topic": "ev", "dlq_topic": "dlq", "m
 class FakeProducer:
     """Fails the n-th send (at send time or on the future) as scripted."""
 
+    PARTITIONS = 3
+
     def __init__(self, script: dict[int, tuple[str, BaseException]] | None = None) -> None:
         self.script = script or {}
         self.calls = 0
         self.sent: list[tuple[str, bytes | None, bytes | None]] = []
+        self.partitions: list[int | None] = []
 
-    async def send(self, topic, value=None, key=None, headers=None):
+    async def partitions_for(self, topic):
+        return set(range(self.PARTITIONS))
+
+    async def send(self, topic, value=None, key=None, headers=None, partition=None):
+        self.partitions.append(partition)
         n = self.calls
         self.calls += 1
         where, exc = self.script.get(n, ("", None))
@@ -119,3 +126,12 @@ async def test_give_up_during_shutdown_raises_drain_timeout() -> None:
     p = FakeProducer({i: ("send", KafkaConnectionError()) for i in range(100)})
     with pytest.raises(DrainTimeout):
         await run(p, recs(2), give_up=lambda: True)
+
+
+async def test_keyed_records_get_the_crc32_partition_explicitly():
+    from pipeline.kafka import key_partition
+
+    producer = FakeProducer()
+    records = recs(6)
+    await run(producer, records)
+    assert producer.partitions == [key_partition(r.key, FakeProducer.PARTITIONS) for r in records]
