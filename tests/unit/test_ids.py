@@ -64,6 +64,4 @@ def test_empty_parts_refused():
 def test_fast_uuid5_matches_the_standard_library():
     ns = uuid.UUID("0b6b9d0e-7f54-5d3c-8a8e-2f4c3d1e9a77")
     for topic, part, off in [("raw", 0, 0), ("ingest.raw", 5, 123456789), ("é-topic", 1, 2**40)]:
-        assert ids.source_event_id(topic, part, off) == str(
-            uuid.uuid5(ns, f"{topic}/{part}/{off}")
-        )
+        assert ids.source_event_id(topic, part, off) == str(uuid.uuid5(ns, f"{topic}/{part}/{off}"))
