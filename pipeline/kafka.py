@@ -37,9 +37,7 @@ def key_partition(key: bytes, partitions: int) -> int:
     return zlib.crc32(key) % partitions
 
 
-def _partitioner(
-    key: bytes | None, all_partitions: Sequence[int], available: Sequence[int]
-) -> int:
+def _partitioner(key: bytes | None, all_partitions: Sequence[int], available: Sequence[int]) -> int:
     if key is None:
         return random.choice(list(available or all_partitions))
     ordered = sorted(all_partitions)

@@ -42,11 +42,17 @@ async def _seed_demo() -> None:
             await pool.execute(
                 "INSERT INTO activities (id, name, enabled, trigger, dedupe_key_strategy, tasks)"
                 " VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (id) DO NOTHING",
-                a.id, a.name, a.enabled, a.trigger.model_dump_json(), a.dedupe_key_strategy,
+                a.id,
+                a.name,
+                a.enabled,
+                a.trigger.model_dump_json(),
+                a.dedupe_key_strategy,
                 orjson.dumps([t.model_dump() for t in a.tasks]).decode(),
             )
-            print(f"demo activity {a.id} ({a.name}) listens for "
-                  f"{getattr(a.trigger, 'event_type', a.trigger.type)!r}")
+            print(
+                f"demo activity {a.id} ({a.name}) listens for "
+                f"{getattr(a.trigger, 'event_type', a.trigger.type)!r}"
+            )
     finally:
         await pool.close()
 
@@ -63,8 +69,13 @@ async def _run(args: argparse.Namespace) -> int:
         env = {**os.environ, "INGEST_METRICS_PORT": str(base_port + i)}
         cmd = name if name != "worker" else "worker"
         proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "pipeline.cli", cmd,
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT, env=env,
+            sys.executable,
+            "-m",
+            "pipeline.cli",
+            cmd,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+            env=env,
         )
         assert proc.stdout is not None
         procs.append((name, proc))
@@ -105,11 +116,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         ),
     )
     p.add_argument(
-        "--seed-demo", action="store_true",
+        "--seed-demo",
+        action="store_true",
         help=f"insert the demo activities from {DEMO_FILE.name} (idempotent)",
     )
     p.add_argument(
-        "--base-metrics-port", type=int, default=9400,
+        "--base-metrics-port",
+        type=int,
+        default=9400,
         help="ingress gets this /metrics port, router +1, worker +2 (default 9400)",
     )
     p.set_defaults(func=_cmd)

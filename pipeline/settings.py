@@ -160,11 +160,12 @@ def load(**overrides: object) -> Settings:
         for name, cls in classes.items():
             built[name] = cls(**groups.get(name, {}))  # type: ignore[arg-type]
     except ValidationError as exc:
-        raise ConfigError(_describe(exc, classes[name])) from None
+        raise ConfigError(describe_error(exc, classes[name])) from None
     return Settings(**built)  # type: ignore[arg-type]
 
 
-def _describe(exc: ValidationError, cls: type[BaseSettings]) -> str:
+def describe_error(exc: ValidationError, cls: type[BaseSettings]) -> str:
+    """One ``invalid setting ENV_NAME: message`` per error, naming the environment variable."""
     prefix = cls.model_config.get("env_prefix", "") or ""
     lines = []
     for err in exc.errors():

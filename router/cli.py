@@ -9,7 +9,7 @@ import logging
 from pipeline import logs, settings
 from pipeline.clients import Unreachable, check_kafka, db_pool, temporal_client
 from pipeline.runtime import Shutdown, serve_http
-from router.config import RouterSettings
+from router.config import RouterSettings, load_router_settings
 
 log = logging.getLogger("router")
 
@@ -42,27 +42,17 @@ async def run_router(
 
 
 def _run(args: argparse.Namespace) -> int:
-    from pipeline.settings import ConfigError
-
     cfg = settings.load(
         kafka__events_topic=args.events_topic,
         kafka__dlq_topic=args.dlq_topic,
         temporal__task_queue=args.task_queue,
         process__metrics_port=args.metrics_port,
     )
-    overrides = {
-        k: v
-        for k, v in {
-            "group": args.group,
-            "concurrency": args.concurrency,
-            "ledger": False if args.no_ledger else None,
-        }.items()
-        if v is not None
-    }
-    try:
-        rcfg = RouterSettings(**overrides)
-    except Exception as exc:  # pydantic ValidationError
-        raise ConfigError(f"INGEST_ROUTER_*: {exc}") from None
+    rcfg = load_router_settings(
+        group=args.group,
+        concurrency=args.concurrency,
+        ledger=False if args.no_ledger else None,
+    )
     logs.setup(cfg.process.log_level, cfg.process.log_format, "router")
     return asyncio.run(run_router(cfg, rcfg))
 

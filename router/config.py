@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from pydantic import Field
+from pydantic import Field, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from pipeline.settings import ConfigError, describe_error
 
 
 class RouterSettings(BaseSettings):
@@ -26,3 +28,16 @@ class RouterSettings(BaseSettings):
     # How long a partition revoke waits for its in-flight starts before giving up
     # on them (they are then redone by the partition's next owner, as duplicates).
     revoke_drain_seconds: float = Field(10.0, ge=0)
+
+
+def load_router_settings(**overrides: object) -> RouterSettings:
+    """Environment plus the CLI flags that were given (None = not given).
+
+    A bad value raises :class:`ConfigError` naming the variable, e.g.
+    ``invalid setting INGEST_ROUTER_CONCURRENCY: ...``.
+    """
+    given = {k: v for k, v in overrides.items() if v is not None}
+    try:
+        return RouterSettings(**given)  # type: ignore[arg-type]
+    except ValidationError as exc:
+        raise ConfigError(describe_error(exc, RouterSettings)) from None

@@ -18,7 +18,7 @@ from typing import TextIO
 from pipeline import logs, settings
 from pipeline.clients import Unreachable, check_kafka, db_pool, temporal_client
 from pipeline.runtime import Shutdown
-from router.config import RouterSettings
+from router.config import RouterSettings, load_router_settings
 from router.dlq_redrive import DlqRedriver
 from router.replay import DLQ_GROUP, Replayer, ReplayError, ReplayRange, ReplayReport
 
@@ -193,18 +193,9 @@ def _run(args: argparse.Namespace) -> int:
         kafka__events_topic=args.events_topic,
         temporal__task_queue=args.task_queue,
     )
-    overrides = {
-        k: v
-        for k, v in {
-            "concurrency": args.concurrency,
-            "ledger": False if args.no_ledger else None,
-        }.items()
-        if v is not None
-    }
-    try:
-        rcfg = RouterSettings(**overrides)
-    except Exception as exc:  # pydantic ValidationError
-        raise ConfigError(f"INGEST_ROUTER_*: {exc}") from None
+    rcfg = load_router_settings(
+        concurrency=args.concurrency, ledger=False if args.no_ledger else None
+    )
     # Logs go to stderr; with --json keep them to warnings so stdout parses cleanly anyway.
     logs.setup("WARNING" if args.json else cfg.process.log_level, cfg.process.log_format, "replay")
     return asyncio.run(_main(args, cfg, rcfg))

@@ -37,3 +37,13 @@ def test_cli_overrides_win(monkeypatch):
     monkeypatch.setenv("KAFKA_RAW_TOPIC", "from-env")
     assert settings.load(kafka__raw_topic="from-flag").kafka.raw_topic == "from-flag"
     assert settings.load().kafka.raw_topic == "from-env"
+
+
+def test_router_settings_error_names_the_variable(monkeypatch):
+    from router.config import load_router_settings
+
+    monkeypatch.setenv("INGEST_ROUTER_CONCURRENCY", "0")
+    with pytest.raises(settings.ConfigError, match="INGEST_ROUTER_CONCURRENCY"):
+        load_router_settings()
+    monkeypatch.delenv("INGEST_ROUTER_CONCURRENCY")
+    assert load_router_settings(concurrency=None, group="g").group == "g"
