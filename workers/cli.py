@@ -52,10 +52,11 @@ def _run(args: argparse.Namespace) -> int:
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser(
         "worker",
-        help="run the Temporal worker (RunActivityWorkflow, TaskInstanceWorkflow, task handlers)",
+        help="run the Temporal worker: event and cron runs, task instances, task handlers",
         description=(
-            "Poll the task queue for RunActivityWorkflow and TaskInstanceWorkflow: log each "
-            "run once, plan its tasks, run every task once through its handler (noop, fail, "
+            "Poll the task queue for RunActivityWorkflow, TaskInstanceWorkflow and the "
+            "CronFireWorkflow schedule dispatcher: log each run once, plan its tasks, run "
+            "every task once through its handler (noop, fail, "
             "emit, webhook, or your own via INGEST_TASK_HANDLERS / the "
             "'ingest.task_handlers' entry point group). Stops cleanly on SIGTERM."
         ),
