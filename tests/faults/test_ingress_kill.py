@@ -29,7 +29,7 @@ async def _events_count(bootstrap: str, topic: str) -> int:
     return sum((await helpers.end_offsets(bootstrap, topic)).values())
 
 
-@pytest.mark.timeout(h.scaled(600, 2400))
+@pytest.mark.timeout(h.scaled(600, h.drain_seconds(N) + 900))
 async def test_ingress_sigkill_keeps_ids_stable(
     stack, cfg, topics, task_queue, temporal, db_pool, tmp_path
 ):
@@ -71,7 +71,7 @@ async def test_ingress_sigkill_keeps_ids_stable(
         )
         expected = h.expected_workflow_ids([aid], topics.raw, produced.coords)
         outcome = await h.verify(
-            temporal, db_pool, task_queue, expected, timeout=h.scaled(420, 1500)
+            temporal, db_pool, task_queue, expected, timeout=h.scaled(420, h.drain_seconds(N))
         )
     except BaseException:
         print(pipe.logs())

@@ -27,7 +27,7 @@ N = h.scaled(200, 3000)
 DOWN = h.scaled(5, 20)
 
 
-@pytest.mark.timeout(h.scaled(480, 1800))
+@pytest.mark.timeout(h.scaled(480, h.drain_seconds(N) + 900))
 async def test_kafka_broker_restart(stack, cfg, topics, task_queue, temporal, db_pool, tmp_path):
     t0 = time.monotonic()
     scfg = StackSettings(
@@ -74,7 +74,7 @@ async def test_kafka_broker_restart(stack, cfg, topics, task_queue, temporal, db
         assert len(set(produced.coords)) == N
         expected = h.expected_workflow_ids([aid], topics.raw, produced.coords)
         outcome = await h.verify(
-            temporal, db_pool, task_queue, expected, timeout=h.scaled(300, 1200)
+            temporal, db_pool, task_queue, expected, timeout=h.scaled(300, h.drain_seconds(N))
         )
         for child, group, topic in (
             (ingress, pipe.ingress_group, topics.raw),

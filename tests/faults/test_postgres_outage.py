@@ -26,7 +26,7 @@ OUTAGE = h.scaled(10, 30)
 PRODUCE_SECONDS = h.scaled(25, 90)
 
 
-@pytest.mark.timeout(h.scaled(420, 1800))
+@pytest.mark.timeout(h.scaled(420, h.drain_seconds(N) + 900))
 async def test_postgres_outage(stack, topics, task_queue, temporal, tmp_path, monkeypatch):
     monkeypatch.delenv("DATABASE_URL", raising=False)  # Postgres.url would use it
     t0 = time.monotonic()
@@ -72,7 +72,9 @@ async def test_postgres_outage(stack, topics, task_queue, temporal, tmp_path, mo
         await producing
         pool = await db.create_pool(url, 1, 4)
         expected = h.expected_workflow_ids([aid], topics.raw, produced.coords)
-        outcome = await h.verify(temporal, pool, task_queue, expected, timeout=h.scaled(300, 1200))
+        outcome = await h.verify(
+            temporal, pool, task_queue, expected, timeout=h.scaled(300, h.drain_seconds(N))
+        )
         await helpers.eventually(
             lambda: h.caught_up(stack.kafka, pipe.router_group, topics.events),
             60,

@@ -24,7 +24,7 @@ N = h.scaled(200, 5000)
 PRODUCE_SECONDS = h.scaled(20, 100)
 
 
-@pytest.mark.timeout(h.scaled(420, 1800))
+@pytest.mark.timeout(h.scaled(420, h.drain_seconds(N) + 900))
 async def test_rebalance_then_replay(stack, cfg, topics, task_queue, temporal, db_pool, tmp_path):
     t0 = time.monotonic()
     etype = f"fault.rebalance.{uuid.uuid4().hex[:8]}"
@@ -55,7 +55,7 @@ async def test_rebalance_then_replay(stack, cfg, topics, task_queue, temporal, d
         await producing
         expected = h.expected_workflow_ids([aid], topics.raw, produced.coords)
         outcome = await h.verify(
-            temporal, db_pool, task_queue, expected, timeout=h.scaled(300, 1500)
+            temporal, db_pool, task_queue, expected, timeout=h.scaled(300, h.drain_seconds(N))
         )
         await helpers.eventually(
             lambda: h.caught_up(stack.kafka, pipe.router_group, topics.events),

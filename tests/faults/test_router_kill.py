@@ -24,7 +24,7 @@ KILLS = h.scaled(3, 10)
 PRODUCE_SECONDS = h.scaled(10, 120)
 
 
-@pytest.mark.timeout(h.scaled(300, 1800))
+@pytest.mark.timeout(h.scaled(300, h.drain_seconds(N) + 900))
 async def test_router_sigkill_repeatedly(
     stack, cfg, topics, task_queue, temporal, db_pool, tmp_path
 ):
@@ -62,7 +62,7 @@ async def test_router_sigkill_repeatedly(
         assert len(expected) == N
         print("produced", len(produced.coords), "routed", routed, time.monotonic() - t0)
         outcome = await h.verify(
-            temporal, db_pool, task_queue, expected, timeout=h.scaled(240, 1200)
+            temporal, db_pool, task_queue, expected, timeout=h.scaled(240, h.drain_seconds(N))
         )
         await helpers.eventually(
             lambda: h.caught_up(stack.kafka, pipe.router_group, topics.events),

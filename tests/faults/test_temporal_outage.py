@@ -41,7 +41,7 @@ async def _committed_have_ledger_rows(stack, group: str, topic: str, pool) -> di
     return {p: off or 0 for p, off in got.items()}
 
 
-@pytest.mark.timeout(h.scaled(420, 1800))
+@pytest.mark.timeout(h.scaled(420, h.drain_seconds(N) + 900))
 async def test_temporal_outage(stack, cfg, topics, task_queue, db_pool, tmp_path):
     t0 = time.monotonic()
     server = Temporal(
@@ -87,7 +87,7 @@ async def test_temporal_outage(stack, cfg, topics, task_queue, db_pool, tmp_path
         temporal = await Client.connect(server.address)
         expected = h.expected_workflow_ids([aid], topics.raw, produced.coords)
         outcome = await h.verify(
-            temporal, db_pool, task_queue, expected, timeout=h.scaled(300, 1200)
+            temporal, db_pool, task_queue, expected, timeout=h.scaled(300, h.drain_seconds(N))
         )
         await helpers.eventually(
             lambda: h.caught_up(stack.kafka, pipe.router_group, topics.events),

@@ -26,7 +26,7 @@ TASKS = 3
 NOOP = {"type": "noop", "config": {"heartbeat_timeout_seconds": 5, "timeout_seconds": 15}}
 
 
-@pytest.mark.timeout(h.scaled(540, 2400))
+@pytest.mark.timeout(h.scaled(540, h.drain_seconds(N, TASKS) + 900))
 async def test_worker_sigkill_mid_run(stack, cfg, topics, task_queue, temporal, db_pool, tmp_path):
     t0 = time.monotonic()
     etype = f"fault.worker.{uuid.uuid4().hex[:8]}"
@@ -61,7 +61,12 @@ async def test_worker_sigkill_mid_run(stack, cfg, topics, task_queue, temporal, 
             worker = await pipe.restart(worker)
         expected = h.expected_workflow_ids([aid], topics.raw, produced.coords)
         outcome = await h.verify(
-            temporal, db_pool, task_queue, expected, TASKS, timeout=h.scaled(420, 1800)
+            temporal,
+            db_pool,
+            task_queue,
+            expected,
+            TASKS,
+            timeout=h.scaled(420, h.drain_seconds(N, TASKS)),
         )
     except BaseException:
         print(pipe.logs())
