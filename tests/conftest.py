@@ -14,7 +14,6 @@ import os
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
-from pathlib import Path
 
 import asyncpg
 import pytest
@@ -22,8 +21,7 @@ import pytest
 from pipeline import db, settings
 from pipeline.stack import manager
 from pipeline.stack.services import Postgres, StackSettings
-
-ROOT = Path(__file__).resolve().parent.parent
+from tests.support import ROOT
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

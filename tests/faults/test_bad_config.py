@@ -14,8 +14,7 @@ import time
 
 import pytest
 
-from tests.conftest import ROOT
-from tests.faults import harness as h
+from tests.support import ROOT
 
 BOUND = 45  # seconds a process may take to give up
 
@@ -113,23 +112,17 @@ SECRET_CASES = [
 
 
 @pytest.mark.timeout(180)
-async def test_secrets_are_never_printed(stack):
+async def test_secrets_are_never_printed(stack, fault):
+    figures = fault.figures(
+        "10 bad configuration", events=0, kills=0, lost=0, duplicate_runs=0, dlq=0, dlq_expected=0
+    )
     results = await asyncio.gather(
         *(_run(kind, _base(stack, **SECRET_ENV, **bad)) for kind, bad in SECRET_CASES)
     )
+    figures.update(restarts=len(CASES) + len(SECRET_CASES))
     for (kind, bad), (code, out, took) in zip(SECRET_CASES, results, strict=True):
         what = f"{kind} with {bad or 'the shared Kafka/Temporal'}"
         assert code != 0, f"{what}: exit 0\n{out[-2000:]}"
         assert took < BOUND, f"{what}: took {took:.0f}s"
         for marker in (DB_MARKER, API_MARKER, SASL_MARKER):
             assert marker not in out, f"{what}: secret {marker} printed:\n{out[-3000:]}"
-    h.record(
-        "10 bad configuration",
-        events=0,
-        kills=0,
-        restarts=len(CASES) + len(SECRET_CASES),
-        lost=0,
-        duplicate_runs=0,
-        dlq=0,
-        dlq_expected=0,
-    )

@@ -10,7 +10,7 @@ from pipeline.runtime import Shutdown
 from scheduler import store, sync
 from schemas import ids
 from schemas.definitions import ActivityDef
-from tests import helpers
+from tests.support import wait
 from workers.settings import WorkerSettings
 from workers.worker import run_worker
 
@@ -50,7 +50,7 @@ async def test_schedule_fires_through_the_production_worker(cfg, temporal, db_po
             )
 
         try:
-            await helpers.eventually(ran, 60, "a scheduled run to finish")
+            await wait.eventually(ran, 60, "a scheduled run to finish")
         finally:
             shutdown.trigger()
             assert await asyncio.wait_for(worker, 60) == 0

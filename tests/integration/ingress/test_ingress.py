@@ -11,7 +11,7 @@ from ingress.config import IngressConfig
 from ingress.service import run_ingress
 from pipeline.runtime import Shutdown
 from schemas.ids import source_event_id
-from tests.integration.ingress.kafka_util import produce, read_all, unfinished
+from tests.support.kafka import produce, read_until, unfinished
 
 CE = [
     ("ce_specversion", b"1.0"),
@@ -62,8 +62,8 @@ async def test_ingress_stamps_keys_and_dead_letters(cfg, topics, stack) -> None:
         )
     )
     try:
-        events = await read_all(stack.kafka, topics.events, len(GOOD))
-        dlq = await read_all(stack.kafka, topics.dlq, len(BAD))
+        events = await read_until(stack.kafka, topics.events, len(GOOD))
+        dlq = await read_until(stack.kafka, topics.dlq, len(BAD))
     finally:
         shutdown.trigger()
         code = await asyncio.wait_for(task, 30)
@@ -145,8 +145,8 @@ async def test_header_strategy_and_missing_header(cfg, topics, stack) -> None:
         )
     )
     try:
-        events = await read_all(stack.kafka, topics.events, 2)
-        dlq = await read_all(stack.kafka, topics.dlq, 1)
+        events = await read_until(stack.kafka, topics.events, 2)
+        dlq = await read_until(stack.kafka, topics.dlq, 1)
     finally:
         shutdown.trigger()
         assert await asyncio.wait_for(task, 30) == 0
@@ -175,7 +175,7 @@ async def test_multiple_raw_topics(stack, topics) -> None:
         run_ingress(cfg, shutdown, config=IngressConfig(group=f"g-{uuid.uuid4()}"), serve=False)
     )
     try:
-        events = await read_all(stack.kafka, topics.events, 2)
+        events = await read_until(stack.kafka, topics.events, 2)
     finally:
         shutdown.trigger()
         assert await asyncio.wait_for(task, 30) == 0

@@ -14,7 +14,8 @@ from scheduler import sync
 from scheduler.spec import schedule_id
 from schemas.ids import cron_workflow_id, run_id_for
 from schemas.workflow_io import RunActivityInput
-from tests.helpers import eventually, metric_value
+from tests.support.metrics import metric_value
+from tests.support.wait import eventually
 
 from .conftest import cron_runs, nominal_times
 

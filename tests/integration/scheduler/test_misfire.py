@@ -12,7 +12,8 @@ from datetime import UTC, datetime, timedelta
 
 from scheduler import sync
 from scheduler.spec import schedule_id
-from tests.helpers import eventually, metric_value
+from tests.support.metrics import metric_value
+from tests.support.wait import eventually
 
 from .conftest import cron_runs, nominal_times
 

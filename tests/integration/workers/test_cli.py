@@ -15,7 +15,7 @@ import sys
 
 import httpx
 
-from tests.conftest import ROOT
+from tests.support import ROOT
 
 from .conftest import event_run, insert_activity, start_run
 

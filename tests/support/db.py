@@ -1,0 +1,40 @@
+"""Database helpers: seed activity rows the way an operator's file would."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import asyncpg
+import orjson
+
+
+async def seed_activity(
+    pool: asyncpg.Pool,
+    event_type: str | None = None,
+    *,
+    tasks: list[dict[str, Any]] | None = None,
+    trigger: dict[str, Any] | None = None,
+    enabled: bool = True,
+    activity_id: uuid.UUID | None = None,
+) -> str:
+    """Insert one activity (event-triggered on ``event_type`` unless ``trigger``); its id."""
+    aid = activity_id or uuid.uuid4()
+    trig = trigger or {"type": "event", "event_type": event_type}
+    await pool.execute(
+        "INSERT INTO activities (id, name, enabled, trigger, tasks) VALUES ($1, $2, $3, $4, $5)",
+        aid,
+        f"test {aid}",
+        enabled,
+        orjson.dumps(trig).decode(),
+        orjson.dumps(tasks if tasks is not None else [{"type": "noop"}]).decode(),
+    )
+    return str(aid)
+
+
+def event(event_type: str, event_id: str | None = None, **data: Any) -> bytes:
+    """One JSON event as a producer would publish it."""
+    doc: dict[str, Any] = {"type": event_type, "source": "test", "data": data}
+    if event_id is not None:
+        doc["event_id"] = event_id
+    return orjson.dumps(doc)
