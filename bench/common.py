@@ -40,7 +40,7 @@ def _with_db(url: str, name: str) -> str:
 
 
 async def make_env(name: str) -> Env:
-    base = settings.load()
+    base = settings.load_settings()
     tag = f"{name}-{uuid.uuid4().hex[:8]}"
     admin_url = base.database.url.get_secret_value()
     db_name = "bench_" + tag.replace("-", "_")
@@ -56,7 +56,7 @@ async def make_env(name: str) -> Env:
     finally:
         await conn.close()
     topics = {t: f"bench-{t}-{tag}" for t in ("raw", "events", "dlq")}
-    cfg = settings.load(
+    cfg = settings.load_settings(
         kafka__raw_topic=topics["raw"],
         kafka__events_topic=topics["events"],
         kafka__dlq_topic=topics["dlq"],

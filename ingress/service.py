@@ -26,9 +26,9 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListen
 from aiokafka.errors import CommitFailedError, IllegalStateError, KafkaError
 from aiokafka.structs import ConsumerRecord, TopicPartition
 
-from ingress.config import IngressConfig
 from ingress.delivery import DrainTimeout, FatalProduceError, deliver
 from ingress.records import COMPONENT, Outgoing, transform
+from ingress.settings import IngressSettings
 from ingress.stamping import Strategy
 from pipeline import kafka, metrics
 from pipeline.runtime import Shutdown, serve_http
@@ -95,7 +95,7 @@ class Ingress:
     def __init__(
         self,
         settings: Settings,
-        config: IngressConfig,
+        config: IngressSettings,
         shutdown: Shutdown,
         *,
         strategy: Strategy | None = None,
@@ -316,14 +316,14 @@ async def run_ingress(
     settings: Settings,
     shutdown: Shutdown,
     *,
-    config: IngressConfig | None = None,
+    config: IngressSettings | None = None,
     strategy: Strategy | None = None,
     serve: bool = True,
 ) -> int:
     """Run until ``shutdown``; 0 after a clean drain, non-zero after a fatal error."""
-    from ingress.config import load
+    from ingress.settings import load_ingress_settings
 
-    cfg = config or load()
+    cfg = config or load_ingress_settings()
     ingress = Ingress(settings, cfg, shutdown, strategy=strategy)
     server = None
     if serve:

@@ -11,18 +11,21 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import importlib.util
 import os
 import signal
 import sys
 from pathlib import Path
 
-COMPONENTS = [("ingress", "ingress.cli"), ("router", "router.cli"), ("worker", "workers.cli")]
+from pipeline.settings import METRICS_PORTS
+
+# Each gets the /metrics port base + its index: 9400, 9401, 9402 by default, the same
+# as each process's own default (pipeline.settings.METRICS_PORTS).
+COMPONENTS = ["ingress", "router", "worker"]
 DEMO_FILE = Path(__file__).resolve().parent.parent / "deploy" / "local" / "demo-activities.json"
 
 
 async def _pump(name: str, stream: asyncio.StreamReader) -> None:
-    width = max(len(n) for n, _ in COMPONENTS)
+    width = max(len(n) for n in COMPONENTS)
     while line := await stream.readline():
         sys.stdout.write(f"{name:<{width}} | {line.decode(errors='replace')}")
         sys.stdout.flush()
@@ -36,7 +39,7 @@ async def _seed_demo() -> None:
     from schemas.definitions import ActivityFile
 
     defs = ActivityFile.model_validate(orjson.loads(DEMO_FILE.read_bytes()))
-    pool = await db_pool(settings.load().database)
+    pool = await db_pool(settings.load_settings().database)
     try:
         for a in defs.activities:
             await pool.execute(
@@ -63,16 +66,13 @@ async def _run(args: argparse.Namespace) -> int:
     base_port = args.base_metrics_port
     procs: list[tuple[str, asyncio.subprocess.Process]] = []
     pumps = []
-    for i, (name, module) in enumerate(COMPONENTS):
-        if importlib.util.find_spec(module) is None:
-            continue
+    for i, name in enumerate(COMPONENTS):
         env = {**os.environ, "INGEST_METRICS_PORT": str(base_port + i)}
-        cmd = name if name != "worker" else "worker"
         proc = await asyncio.create_subprocess_exec(
             sys.executable,
             "-m",
             "pipeline.cli",
-            cmd,
+            name,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.STDOUT,
             env=env,
@@ -123,7 +123,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p.add_argument(
         "--base-metrics-port",
         type=int,
-        default=9400,
+        default=METRICS_PORTS["ingress"],
         help="ingress gets this /metrics port, router +1, worker +2 (default 9400)",
     )
     p.set_defaults(func=_cmd)

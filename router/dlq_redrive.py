@@ -25,7 +25,6 @@ from temporalio.client import Client
 from pipeline import kafka
 from pipeline.settings import Settings
 from router.catalog import ActivityCatalog
-from router.config import RouterSettings
 from router.replay import (
     DLQ_GROUP,
     STALL_SECONDS,
@@ -35,6 +34,7 @@ from router.replay import (
     topic_partitions,
 )
 from router.routing import Routing
+from router.settings import RouterSettings
 
 log = logging.getLogger(__name__)
 
@@ -234,11 +234,11 @@ class DlqRedriver:
     def _through_ingress(self, msg: ConsumerRecord) -> _Send:
         """Ingress's own transform (its INGEST_INGRESS_* settings) on the message as it
         first arrived; a still-bad one gets ``dlq_attempt`` + 1 and keeps its source."""
-        from ingress import config as ingress_config
         from ingress.records import transform
+        from ingress.settings import load_ingress_settings
 
         if self._ingress_cfg is None:
-            self._ingress_cfg = ingress_config.load()
+            self._ingress_cfg = load_ingress_settings()
         icfg = self._ingress_cfg
         k = self.settings.kafka
         out = transform(

@@ -32,9 +32,9 @@ from temporalio.client import Client
 from pipeline import kafka
 from pipeline.settings import Settings
 from router.catalog import ActivityCatalog
-from router.config import RouterSettings
 from router.ledger import Ledger
 from router.routing import RoutePlanner, Routing, Stats
+from router.settings import RouterSettings
 from router.starter import Starter
 
 log = logging.getLogger(__name__)

@@ -18,9 +18,9 @@ from typing import TextIO
 from pipeline import logs, settings
 from pipeline.clients import Unreachable, check_kafka, db_pool, temporal_client
 from pipeline.runtime import Shutdown
-from router.config import RouterSettings, load_router_settings
 from router.dlq_redrive import DlqRedriver
 from router.replay import DLQ_GROUP, Replayer, ReplayError, ReplayRange, ReplayReport
+from router.settings import RouterSettings, load_router_settings
 
 log = logging.getLogger("replay")
 
@@ -188,7 +188,7 @@ def _run(args: argparse.Namespace) -> int:
         raise ConfigError("give --from-offset N or --from-time ISO (or --dlq)")
     if args.reason and not args.dlq:
         raise ConfigError("--reason only applies to --dlq")
-    cfg = settings.load(
+    cfg = settings.load_settings(
         kafka__dlq_topic=args.dlq_topic,
         kafka__events_topic=args.events_topic,
         temporal__task_queue=args.task_queue,
@@ -229,19 +229,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p.set_defaults(func=_run)
 
 
-def main(argv: list[str] | None = None) -> int:
-    """``python -m router.replay_cmd ...``: the subcommand on its own (same flags)."""
-    from pipeline.settings import ConfigError
-
-    parser = argparse.ArgumentParser(prog="ingest")
-    add_parser(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(["replay", *(sys.argv[1:] if argv is None else argv)])
-    try:
-        return int(args.func(args))
-    except ConfigError as exc:
-        print(f"ingest replay: configuration error: {exc}", file=sys.stderr)
-        return 2
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    # ``python -m router.replay_cmd ...``: the subcommand on its own (same flags).
+    from pipeline.cli import entry_one
+
+    entry_one("replay", add_parser)

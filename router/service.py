@@ -24,10 +24,10 @@ from pipeline import kafka, metrics
 from pipeline.runtime import Shutdown
 from pipeline.settings import Settings
 from router.catalog import ActivityCatalog
-from router.config import RouterSettings
 from router.ledger import Ledger
 from router.offsets import OffsetTracker
 from router.routing import RoutePlanner, Routing
+from router.settings import RouterSettings
 from router.starter import Starter
 
 log = logging.getLogger(__name__)

@@ -22,7 +22,7 @@ from pipeline.clients import Unreachable, db_pool, temporal_client
 
 
 def _settings(args: argparse.Namespace) -> settings.Settings:
-    return settings.load(
+    return settings.load_settings(
         temporal__address=args.temporal_address,
         temporal__namespace=args.namespace,
         temporal__task_queue=args.task_queue,

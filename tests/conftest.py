@@ -136,7 +136,7 @@ def task_queue() -> str:
 
 @pytest.fixture
 def cfg(stack: Stack, topics: Topics, database_url: str, task_queue: str) -> settings.Settings:
-    return settings.load(
+    return settings.load_settings(
         kafka__bootstrap_servers=stack.kafka,
         kafka__raw_topic=topics.raw,
         kafka__events_topic=topics.events,

@@ -42,15 +42,23 @@ def up(cfg: StackSettings, partitions: int | None = None) -> int:
         print(f"{name:9} {state:24} {addrs[name]}")
     from workers.settings import load_worker_settings
 
-    k = settings.load().kafka
+    k = settings.load_settings().kafka
     # The application topics, plus where `emit` tasks publish by default.
     topics = [k.raw_topic, k.events_topic, k.dlq_topic, load_worker_settings().emit_topic]
     created = asyncio.run(ensure_topics(k, topics, partitions or k.partitions))
-    print(
-        f"topics    {'created ' + ', '.join(created) if created else 'already present':24} "
-        f"{', '.join(topics)} ({partitions or k.partitions} partitions)"
-    )
+    print(topics_line(topics, created, partitions or k.partitions))
     return 0
+
+
+def topics_line(topics: list[str], created: list[str], partitions: int) -> str:
+    """``topics    created 2 of 4   a, b, c, d (6 partitions)``: each topic named once."""
+    if not created:
+        state = "already present"
+    elif len(created) == len(topics):
+        state = "created"
+    else:
+        state = f"created {len(created)} of {len(topics)}"
+    return f"{'topics':9} {state:24} {', '.join(topics)} ({partitions} partitions)"
 
 
 def down(cfg: StackSettings) -> int:

@@ -12,11 +12,11 @@ import uuid
 
 import orjson
 
-from ingress.config import IngressConfig
 from ingress.service import run_ingress
+from ingress.settings import IngressSettings
 from pipeline.runtime import Shutdown
-from router.config import RouterSettings
 from router.service import Router
+from router.settings import RouterSettings
 from schemas import ids
 from tests.support import db, kafka, metrics, wait
 from workers.settings import WorkerSettings
@@ -74,7 +74,7 @@ async def test_event_path_end_to_end(cfg, topics, temporal, db_pool):
 
     shutdown = Shutdown()
     ingress = asyncio.create_task(
-        run_ingress(cfg, shutdown, config=IngressConfig(group=f"ing-{tag}"), serve=False)
+        run_ingress(cfg, shutdown, config=IngressSettings(group=f"ing-{tag}"), serve=False)
     )
     router = Router(
         cfg,

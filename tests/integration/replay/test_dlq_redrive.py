@@ -9,8 +9,8 @@ import uuid
 import orjson
 
 from pipeline.runtime import Shutdown
-from router.config import RouterSettings
 from router.dlq_redrive import DlqRedriver
+from router.settings import RouterSettings
 from schemas import ids
 from tests.support import db, kafka, wait
 from tests.support.routing import route_until_committed
@@ -36,11 +36,11 @@ def _h(msg, name: str) -> bytes | None:  # type: ignore[no-untyped-def]
 
 async def _ingress_until_dead_lettered(cfg, n: int) -> None:  # type: ignore[no-untyped-def]
     """Run the real ingress with a 300-byte limit until ``n`` records reach the DLQ."""
-    from ingress.config import load
     from ingress.service import run_ingress
+    from ingress.settings import load_ingress_settings
 
     shutdown = Shutdown()
-    icfg = load(max_event_bytes=300, group=f"ing-{uuid.uuid4().hex[:8]}")
+    icfg = load_ingress_settings(max_event_bytes=300, group=f"ing-{uuid.uuid4().hex[:8]}")
     task = asyncio.create_task(run_ingress(cfg, shutdown, config=icfg, serve=False))
 
     async def dead_lettered() -> bool:

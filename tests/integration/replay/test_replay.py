@@ -12,8 +12,8 @@ import time
 import uuid
 from datetime import UTC, datetime, timedelta
 
-from router.config import RouterSettings
 from router.replay import Replayer, ReplayRange
+from router.settings import RouterSettings
 from schemas import ids
 from tests.support import ROOT, db, kafka
 from tests.support.kafka import produce_at

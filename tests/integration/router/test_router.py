@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 
-from router.config import RouterSettings
+from router.settings import RouterSettings
 from schemas import ids
 from tests.support import db, kafka, metrics, routing
 from tests.support import temporal as tsupport

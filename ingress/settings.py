@@ -7,15 +7,15 @@ uses them without widening the shared object every process builds.
 
 from __future__ import annotations
 
-from pydantic import Field, ValidationError, field_validator
+from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from ingress.stamping import Strategy, strategy_from_string
-from pipeline.settings import ConfigError
+from pipeline.settings import build
 from schemas.envelope import MAX_EVENT_BYTES
 
 
-class IngressConfig(BaseSettings):
+class IngressSettings(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix="INGEST_INGRESS_", frozen=True, extra="ignore", populate_by_name=True
     )
@@ -50,21 +50,6 @@ class IngressConfig(BaseSettings):
         return strategy_from_string(self.strategy)
 
 
-def load(**overrides: object) -> IngressConfig:
-    """Environment plus non-None overrides; errors name the variable."""
-    kw = {k: v for k, v in overrides.items() if v is not None}
-    try:
-        return IngressConfig(**kw)  # type: ignore[arg-type]
-    except ValidationError as exc:
-        lines = []
-        for err in exc.errors():
-            field = str(err["loc"][0]) if err["loc"] else "?"
-            info = IngressConfig.model_fields.get(field)
-            if info is not None and info.alias:
-                env = info.alias
-            elif field.startswith("INGEST_"):  # the error names the alias itself
-                env = field
-            else:
-                env = f"INGEST_INGRESS_{field}".upper()
-            lines.append(f"invalid setting {env}: {err['msg']}")
-        raise ConfigError("; ".join(lines)) from None
+def load_ingress_settings(**overrides: object) -> IngressSettings:
+    """Environment plus the CLI flags that were given; :class:`ConfigError` names the variable."""
+    return build(IngressSettings, **overrides)

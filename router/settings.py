@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from pydantic import Field, ValidationError
+from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from pipeline.settings import ConfigError, describe_error
+from pipeline.settings import build
 
 
 class RouterSettings(BaseSettings):
@@ -36,8 +36,4 @@ def load_router_settings(**overrides: object) -> RouterSettings:
     A bad value raises :class:`ConfigError` naming the variable, e.g.
     ``invalid setting INGEST_ROUTER_CONCURRENCY: ...``.
     """
-    given = {k: v for k, v in overrides.items() if v is not None}
-    try:
-        return RouterSettings(**given)  # type: ignore[arg-type]
-    except ValidationError as exc:
-        raise ConfigError(describe_error(exc, RouterSettings)) from None
+    return build(RouterSettings, **overrides)
