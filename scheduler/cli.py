@@ -142,7 +142,13 @@ def _pause_or_resume(args: argparse.Namespace) -> int:
                 return 0
             pool = await db_pool(cfg.database)
             try:
-                said = await sync.resume(client, pool, args.activity)
+                said = await sync.resume(
+                    client,
+                    pool,
+                    args.activity,
+                    now=getattr(args, "now", False),
+                    task_queue=cfg.temporal.task_queue,
+                )
                 print(f"{schedule_id(args.activity)}: {said}")
             finally:
                 await pool.close()
@@ -201,5 +207,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     ):
         p = ssub.add_parser(name, help=text)
         p.add_argument("activity", help="activity id")
+        if name == "resume":
+            p.add_argument(
+                "--now",
+                action="store_true",
+                help="apply the misfire policy now, not at the next regular fire (an hourly "
+                "cron need not wait an hour to catch up); needs a running worker",
+            )
         _common(p)
         p.set_defaults(func=_pause_or_resume)

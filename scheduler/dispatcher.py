@@ -56,19 +56,24 @@ VERIFY_TAIL = 20
 class CronFireWorkflow:
     @workflow.run
     async def run(self, inp: CronFireInput) -> FireResult:
+        started = workflow.info().start_time.isoformat()
         fired = workflow.info().typed_search_attributes.get(SCHEDULED_START)
-        if fired is None:
+        if inp.resumed_at is not None:  # `ingest schedules resume --now`
+            fire = FireInput(inp.activity_id, inp.resumed_at, started, resume=True)
+        elif fired is None:
             raise ApplicationError(
                 "CronFireWorkflow must be started by a Temporal Schedule "
                 "(no TemporalScheduledStartTime search attribute)",
                 type="NotScheduled",
                 non_retryable=True,
             )
+        else:
+            fire = FireInput(inp.activity_id, fired.isoformat(), started)
         # A local activity: one workflow task instead of three round trips, so
         # the dispatcher finishes well inside a schedule interval.
         return await workflow.execute_local_activity_method(
             CronActivities.fire,
-            FireInput(inp.activity_id, fired.isoformat(), workflow.info().start_time.isoformat()),
+            fire,
             start_to_close_timeout=timedelta(seconds=30),
             # Temporal or PostgreSQL down delays the fire, never loses it.
             retry_policy=RetryPolicy(
@@ -110,10 +115,27 @@ class CronActivities:
         decision = misfire.Decision(timing.previous(trigger, nominal), nominal)
         started = datetime.fromisoformat(inp.started_at)
         jitter = timedelta(seconds=trigger.jitter_seconds)
-        if started < timing.following(trigger, nominal) + jitter:  # a regular fire
+        if inp.resume:
+            decision = await self._decide_at_resume(inp.activity_id, trigger, nominal)
+        elif started < timing.following(trigger, nominal) + jitter:  # a regular fire
             decision = await self._decide(inp.activity_id, trigger, nominal)
         if decision.replay:
             await self._backfill(inp.activity_id, decision.replay)
+        if not decision.run:  # resumed: skip dropped the gap, or nothing was missed
+            if decision.misfires:
+                metrics.MISFIRES.labels(policy=trigger.misfire_policy).inc(decision.misfires)
+                log.warning(
+                    "activity %s resumed: %d nominal time(s) missed up to %s dropped (skip)",
+                    inp.activity_id,
+                    decision.misfires,
+                    nominal.isoformat(),
+                )
+            return FireResult(
+                "skipped" if decision.misfires else "nothing_missed",
+                None,
+                nominal.isoformat(),
+                misfires=decision.misfires,
+            )
         outcome, wid, run = await self._start(inp.activity_id, decision)
         if outcome == "started" and decision.misfires:
             # Counted by the fire that actually ran: a duplicate re-fire sees the
@@ -139,21 +161,56 @@ class CronActivities:
             decision.misfires if outcome == "started" else 0,
         )
 
-    async def _decide(
+    async def _gap(
         self, activity_id: str, trigger: CronTrigger, nominal: datetime
-    ) -> misfire.Decision:
+    ) -> tuple[datetime, list[datetime], int] | None:
+        """(last time that ran, the latest missed times before ``nominal``, how many in
+        all), or None before the first run ever (nothing can have been missed)."""
         last = await store.last_cron_run(self._pool, activity_id, nominal)
-        previous = timing.previous(trigger, nominal)
-        if last is None:  # the first run ever: nothing can have been missed
-            return misfire.Decision(previous, nominal)
+        if last is None:
+            return None
         missed, total = timing.between(trigger, last, nominal, limit=1000)
         for i in range(len(missed) - 1, max(len(missed) - VERIFY_TAIL, 0) - 1, -1):
             if await self._covered(activity_id, missed[i]):
                 last, missed, total = missed[i], missed[i + 1 :], len(missed) - i - 1
                 break
+        return last, missed, total
+
+    async def _decide(
+        self, activity_id: str, trigger: CronTrigger, nominal: datetime
+    ) -> misfire.Decision:
+        previous = timing.previous(trigger, nominal)
+        gap = await self._gap(activity_id, trigger, nominal)
+        if gap is None:
+            return misfire.Decision(previous, nominal)
+        last, missed, total = gap
         return misfire.decide(
             trigger.misfire_policy, nominal, previous, last, missed, total, trigger.catchup_limit
         )
+
+    async def _decide_at_resume(
+        self, activity_id: str, trigger: CronTrigger, nominal: datetime
+    ) -> misfire.Decision:
+        """``nominal`` is the newest time at or before the resume; this dispatcher has
+        its fire's id, so it counts as that fire: only its run can show it ran."""
+        previous = timing.previous(trigger, nominal)
+        gap = await self._gap(activity_id, trigger, nominal)
+        wid = cron_workflow_id(activity_id, nominal)
+        if gap is None or await store.run_logged(self._pool, wid) or await self._exists(wid):
+            return misfire.Decision(previous, nominal, run=False)
+        last, missed, total = gap
+        return misfire.decide_at_resume(
+            trigger.misfire_policy, nominal, previous, last, missed, total, trigger.catchup_limit
+        )
+
+    async def _exists(self, wid: str) -> bool:
+        try:
+            await self._client.get_workflow_handle(wid).describe()
+            return True
+        except RPCError as exc:
+            if exc.status != RPCStatusCode.NOT_FOUND:
+                raise
+        return False
 
     async def _covered(self, activity_id: str, nominal: datetime) -> bool:
         """The time ran, or its dispatcher exists (queued or in flight): not missed."""
@@ -161,12 +218,8 @@ class CronActivities:
             cron_workflow_id(activity_id, nominal),
             dispatcher_workflow_id(activity_id, nominal),
         ):
-            try:
-                await self._client.get_workflow_handle(wid).describe()
+            if await self._exists(wid):
                 return True
-            except RPCError as exc:
-                if exc.status != RPCStatusCode.NOT_FOUND:
-                    raise
         return False
 
     async def _backfill(self, activity_id: str, times: list[datetime]) -> None:

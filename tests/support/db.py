@@ -38,3 +38,19 @@ def event(event_type: str, event_id: str | None = None, **data: Any) -> bytes:
     if event_id is not None:
         doc["event_id"] = event_id
     return orjson.dumps(doc)
+
+
+async def cron_runs(pool: asyncpg.Pool, activity_id: object) -> list[asyncpg.Record]:
+    """The ``activity_runs`` rows of a cron activity, by nominal time."""
+    return list(
+        await pool.fetch(
+            "SELECT * FROM activity_runs WHERE activity_id = $1::uuid AND trigger_kind = 'cron'"
+            " ORDER BY scheduled_for",
+            str(activity_id),
+        )
+    )
+
+
+async def nominal_times(pool: asyncpg.Pool, activity_id: object) -> list[Any]:
+    """The nominal times a cron activity ran, ascending."""
+    return [r["scheduled_for"] for r in await cron_runs(pool, activity_id)]

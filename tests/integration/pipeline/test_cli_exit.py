@@ -24,9 +24,9 @@ import pytest
 from scheduler import store, sync
 from scheduler.spec import schedule_id
 from schemas.definitions import ActivityDef
-from tests.integration.workers.conftest import event_run, insert_activity, start_run
 from tests.support import ROOT, db, kafka
 from tests.support.net import free_port
+from tests.support.runs import event_run, insert_activity, start_run
 from tests.support.wait import eventually
 
 RUNS_EACH = 50  # calls of each command (the issue asks for at least 50)

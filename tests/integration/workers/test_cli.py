@@ -16,8 +16,7 @@ import sys
 import httpx
 
 from tests.support import ROOT
-
-from .conftest import event_run, insert_activity, start_run
+from tests.support.runs import event_run, insert_activity, start_run
 
 
 def free_port() -> int:
