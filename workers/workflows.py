@@ -86,25 +86,33 @@ class TaskInstanceWorkflow:
             return TaskInstanceResult(inp.task_id, claim.status)
         await self._state(inp, "running")
         try:
-            opts = handler_options(inp.spec.config)
-            await workflow.execute_activity_method(
-                RunActivities.run_handler,
-                RunHandlerInput(inp.task_id, inp.run_id, inp.activity_id, inp.spec),
-                start_to_close_timeout=timedelta(seconds=opts.timeout_seconds),
-                heartbeat_timeout=timedelta(seconds=opts.heartbeat_timeout_seconds),
-                retry_policy=RetryPolicy(
-                    initial_interval=timedelta(seconds=opts.retry_initial_seconds),
-                    backoff_coefficient=2.0,
-                    maximum_interval=timedelta(seconds=opts.retry_max_interval_seconds),
-                    maximum_attempts=opts.max_attempts,
-                ),
-            )
+            await self._execute(inp)
         except (ActivityError, ValueError) as exc:
             error = describe(exc)
             await self._state(inp, "failed", error)
             return TaskInstanceResult(inp.task_id, "failed", error)
         await self._state(inp, "succeeded")
         return TaskInstanceResult(inp.task_id, "succeeded")
+
+    async def _execute(self, inp: TaskInstanceInput) -> None:
+        """One execution of the task's handler activity, with its own retry policy.
+
+        Raises ActivityError when the handler fails for good (non-retryable, or
+        retries exhausted) and ValueError for a bad handler config.
+        """
+        opts = handler_options(inp.spec.config)
+        await workflow.execute_activity_method(
+            RunActivities.run_handler,
+            RunHandlerInput(inp.task_id, inp.run_id, inp.activity_id, inp.spec),
+            start_to_close_timeout=timedelta(seconds=opts.timeout_seconds),
+            heartbeat_timeout=timedelta(seconds=opts.heartbeat_timeout_seconds),
+            retry_policy=RetryPolicy(
+                initial_interval=timedelta(seconds=opts.retry_initial_seconds),
+                backoff_coefficient=2.0,
+                maximum_interval=timedelta(seconds=opts.retry_max_interval_seconds),
+                maximum_attempts=opts.max_attempts,
+            ),
+        )
 
     async def _state(
         self, inp: TaskInstanceInput, status: str, error: str | None = None

@@ -95,7 +95,10 @@ async def test_migrate_is_idempotent(database_url):
 def test_stack_up_twice_reports_already_running(stack):
     out = subprocess.run(
         [sys.executable, "-m", "pipeline.cli", "stack", "up"],
-        cwd=ROOT, capture_output=True, text=True, timeout=120,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert out.returncode == 0, out.stderr
     for name in ("kafka", "temporal", "postgres"):
@@ -103,6 +106,9 @@ def test_stack_up_twice_reports_already_running(stack):
         assert "already running" in line or "external" in line, out.stdout
     status = subprocess.run(
         [sys.executable, "-m", "pipeline.cli", "stack", "status"],
-        cwd=ROOT, capture_output=True, text=True, timeout=60,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert status.returncode == 0 and status.stdout.count("answering") == 3, status.stdout
