@@ -3,9 +3,9 @@
 Starts ``ingest ingress``, ``ingest router``, ``ingest worker`` and ``ingest ops``
 as child processes (each on its own metrics port; ops with ``--insecure-local``
 when ``INGEST_OPS_TOKEN`` is unset, so only 127.0.0.1 can reach it), prefixes
-their log lines with the component name, and on Ctrl-C / SIGTERM forwards SIGTERM to each so they drain
-and commit, then exits 0. If one child dies, the others are stopped too and
-the exit code is non-zero.
+their log lines with the component name, and on Ctrl-C / SIGTERM forwards
+SIGTERM to each so they drain and commit, then exits 0. If one child dies, the
+others are stopped too and the exit code is non-zero.
 """
 
 from __future__ import annotations
