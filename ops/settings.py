@@ -22,7 +22,7 @@ class OpsSettings(BaseSettings):
     )
 
     host: str = LOCALHOST
-    port: int = Field(8080, ge=1, le=65535)
+    port: int = Field(8080, ge=0, le=65535)  # 0: any free port (tests)
     token: SecretStr | None = None
     # How often the pending-fix gauges are recomputed from the database.
     gauge_interval_seconds: float = Field(15.0, gt=0)
