@@ -84,7 +84,10 @@ PauseFactory = Callable[..., Awaitable[Paused]]
 def paused_task(
     cfg: Settings, temporal: Client, db_pool: asyncpg.Pool, ops_api: Api
 ) -> PauseFactory:
-    """Start a run whose ``charge`` task fails on bad data and wait until the API lists it."""
+    """Start a run whose ``charge`` task fails on bad data and wait until the API lists it.
+
+    The caller runs a worker (the ``worker`` fixture, or a subprocess) meanwhile.
+    """
 
     async def make(amount: Any = "ten", extra_tasks: list[dict[str, Any]] | None = None) -> Paused:
         charge_task = {
