@@ -79,5 +79,5 @@ async def peek(cfg: KafkaSettings, reason: str | None, limit: int) -> dict[str, 
     counts = Counter(m["reason"] or "unknown" for m in shown)
     if reason is not None:
         shown = [m for m in shown if m["reason"] == reason]
-    shown.sort(key=lambda m: m["timestamp_ms"] or 0, reverse=True)
+    shown.sort(key=lambda m: (m["timestamp_ms"] or 0, m["partition"], m["offset"]), reverse=True)
     return {"topic": topic, "scanned": len(got), "by_reason": dict(counts), "messages": shown}
