@@ -60,9 +60,14 @@ def permit_worker(cfg: Settings, temporal: Client, db_pool: asyncpg.Pool):  # ty
         shutdown = Shutdown()
         task = asyncio.create_task(
             run_worker(
-                settings or cfg, shutdown, client=temporal, pool=db_pool, registry=registry,
-                worker_settings=WorkerSettings(), parts=(core_part, permit_part),
-            )  # fmt: skip
+                settings or cfg,
+                shutdown,
+                client=temporal,
+                pool=db_pool,
+                registry=registry,
+                worker_settings=WorkerSettings(),
+                parts=(core_part, permit_part),
+            )
         )
         try:
             yield
