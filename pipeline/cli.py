@@ -23,6 +23,7 @@ COMMANDS = [
     "workers.cli",
     "scheduler.cli",
     "ops.cli",
+    "workers.permits.cli",
 ]
 
 

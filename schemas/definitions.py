@@ -57,6 +57,27 @@ Trigger = Annotated[EventTrigger | CronTrigger, Field(discriminator="type")]
 OnFailure = Literal["pause", "fail"]
 
 
+_RESOURCE_NAME = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"  # no ':' (it separates the permit id's parts)
+
+
+class ResourceDef(_Strict):
+    """A scarce resource (``resources:`` in an activities file): N permits, slots 0..N-1."""
+
+    name: str = Field(min_length=1, max_length=100, pattern=_RESOURCE_NAME)
+    capacity: int = Field(ge=1, le=1000)
+    lease_seconds: int = Field(600, ge=1, le=7 * 24 * 3600)
+    # Sleep between full rounds of busy slots: doubles from backoff up to max_backoff.
+    backoff_seconds: float = Field(5.0, gt=0, le=3600)
+    max_backoff_seconds: float = Field(60.0, gt=0, le=3600)
+
+
+class PermitDef(_Strict):
+    """A task's ``permit:``: hold one permit of ``resource`` while the handler runs."""
+
+    resource: str = Field(min_length=1, max_length=100, pattern=_RESOURCE_NAME)
+    lease_seconds: int | None = Field(None, ge=1, le=7 * 24 * 3600)
+
+
 class TaskDef(_Strict):
     type: str = Field(min_length=1, description="a registered task handler, e.g. 'emit'")
     payload: dict[str, Any] = Field(default_factory=dict)
@@ -67,6 +88,7 @@ class TaskDef(_Strict):
     count: int = Field(1, ge=1, le=1000, description="how many instances to plan")
     # None: the activity's ``on_failure`` (filled in when an ActivityDef is validated).
     on_failure: OnFailure | None = None
+    permit: PermitDef | None = None
 
 
 class ActivityDef(_Strict):
@@ -101,3 +123,13 @@ def _with_default(task: Any, on_failure: Any) -> Any:
 
 class ActivityFile(_Strict):
     activities: list[ActivityDef]
+    resources: list[ResourceDef] = Field(default_factory=list)
+
+    @field_validator("resources")
+    @classmethod
+    def _unique_resources(cls, v: list[ResourceDef]) -> list[ResourceDef]:
+        names = [r.name for r in v]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"resource names must be unique, repeated: {', '.join(dupes)}")
+        return v

@@ -29,6 +29,7 @@ with workflow.unsafe.imports_passed_through():
     from schemas.workflow_io import (
         FinishRunInput,
         LogRunInput,
+        PermitGrant,
         PlanTasksInput,
         RunActivityInput,
         RunActivityResult,
@@ -42,6 +43,7 @@ with workflow.unsafe.imports_passed_through():
     from workers.activities import RunActivities
     from workers.fixes import PausableTask
     from workers.options import handler_options
+    from workers.permits.scope import hold_permit
 
 # Bookkeeping activities only touch PostgreSQL: retry them without limit (a
 # database outage delays runs, never fails them), with a capped backoff.
@@ -89,8 +91,9 @@ class TaskInstanceWorkflow(PausableTask):
             return TaskInstanceResult(inp.task_id, claim.status)
         await self._state(inp, "running")
         try:
-            # on_failure=pause: a permanent failure waits for a fix (workers.fixes).
-            status = await self._recoverable(inp, self._execute, describe)
+            # on_failure=pause: a permanent failure waits for a fix (workers.fixes); the
+            # permit is held per attempt, so a paused task holds none while it waits.
+            status = await self._recoverable(inp, self._attempt, describe)
         except (ActivityError, ValueError) as exc:
             error = describe(exc)
             await self._state(inp, "failed", error)
@@ -99,7 +102,12 @@ class TaskInstanceWorkflow(PausableTask):
             await self._state(inp, "succeeded")
         return TaskInstanceResult(inp.task_id, status)
 
-    async def _execute(self, inp: TaskInstanceInput) -> None:
+    async def _attempt(self, inp: TaskInstanceInput) -> None:
+        """One handler execution, holding the task's permit (if it asks for one)."""
+        async with hold_permit(inp.task_id, inp.spec.permit) as permit:
+            await self._execute(inp, permit)
+
+    async def _execute(self, inp: TaskInstanceInput, permit: PermitGrant | None = None) -> None:
         """One execution of the task's handler activity, with its own retry policy.
 
         Raises ActivityError when the handler fails for good (non-retryable, or
@@ -108,7 +116,7 @@ class TaskInstanceWorkflow(PausableTask):
         opts = handler_options(inp.spec.config)
         await workflow.execute_activity_method(
             RunActivities.run_handler,
-            RunHandlerInput(inp.task_id, inp.run_id, inp.activity_id, inp.spec),
+            RunHandlerInput(inp.task_id, inp.run_id, inp.activity_id, inp.spec, permit),
             start_to_close_timeout=timedelta(seconds=opts.timeout_seconds),
             heartbeat_timeout=timedelta(seconds=opts.heartbeat_timeout_seconds),
             retry_policy=RetryPolicy(

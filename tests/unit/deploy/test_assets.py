@@ -54,6 +54,7 @@ RUNBOOK_ANCHORS = frozenset(
         "task-pending-fix",
         "replay-after-an-incident",
         "adding-partitions-or-replicas",
+        "permits-saturated",
     }
 )
 
