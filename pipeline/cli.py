@@ -24,12 +24,15 @@ from typing import Any, NoReturn
 COMMANDS = [
     "pipeline.stack.manager",
     "pipeline.migrate_cmd",
+    "pipeline.temporal_setup",
     "pipeline.run_cmd",
     "ingress.cli",
     "router.cli",
     "router.replay_cmd",
     "workers.cli",
     "scheduler.cli",
+    "ops.cli",
+    "workers.permits.cli",
 ]
 
 AddParser = Callable[[Any], None]

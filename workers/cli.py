@@ -11,11 +11,17 @@ from pipeline.runtime import Shutdown
 
 
 async def _main(cfg: settings.Settings, wcfg: object) -> int:
+    from pipeline.parts import worker_parts
     from workers.worker import run_worker
 
     shutdown = Shutdown()
     shutdown.install()
-    return await run_worker(cfg, shutdown, worker_settings=wcfg)  # type: ignore[arg-type]
+    return await run_worker(
+        cfg,
+        shutdown,
+        worker_settings=wcfg,  # type: ignore[arg-type]
+        parts=worker_parts(),
+    )
 
 
 def _run(args: argparse.Namespace) -> int:

@@ -1,9 +1,10 @@
-"""The worker process: Temporal worker for both workflows and their activities.
+"""The worker process: one Temporal worker serving the parts it is given.
 
-``run_worker`` takes injectable dependencies (client, pool, registry) so tests
-run it in-process; it serves /metrics, /healthz and /readyz, and on shutdown
-stops polling, gives in-flight handlers ``INGEST_SHUTDOWN_GRACE_SECONDS`` to
-finish (then cancels them; Temporal retries them elsewhere), and closes clients.
+``run_worker`` takes injectable dependencies (client, pool, registry, parts) so
+tests run it in-process with the production wiring; it serves /metrics,
+/healthz and /readyz, and on shutdown stops polling, gives in-flight handlers
+``INGEST_SHUTDOWN_GRACE_SECONDS`` to finish (then cancels them; Temporal
+retries them elsewhere), and closes clients.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Sequence
 from datetime import timedelta
 
 import asyncpg
@@ -22,11 +24,9 @@ from pipeline import kafka
 from pipeline.clients import db_pool, temporal_client
 from pipeline.runtime import BindError, Shutdown, serve_http
 from pipeline.settings import Settings
-from scheduler.dispatcher import CronActivities, CronFireWorkflow
-from workers.activities import RunActivities
 from workers.handlers import Registry, Resources, load_registry
+from workers.parts import PartDeps, PartFactory, WorkerPart, core_part
 from workers.settings import WorkerSettings, load_worker_settings
-from workers.workflows import RunActivityWorkflow, TaskInstanceWorkflow
 
 log = logging.getLogger(__name__)
 
@@ -47,18 +47,14 @@ def sdk_runtime(settings: Settings, port: int) -> Runtime | None:
 
 
 def build_worker(
-    client: Client,
-    settings: Settings,
-    worker_cfg: WorkerSettings,
-    activities: RunActivities,
-    cron: CronActivities | None = None,
+    client: Client, settings: Settings, worker_cfg: WorkerSettings, parts: Sequence[WorkerPart]
 ) -> Worker:
-    """The worker for event runs, task instances and, with ``cron``, the schedule dispatcher."""
+    """One Temporal worker registering every workflow and activity of ``parts``."""
     return Worker(
         client,
         task_queue=settings.temporal.task_queue,
-        workflows=[RunActivityWorkflow, TaskInstanceWorkflow, CronFireWorkflow],
-        activities=activities.all() + (cron.all() if cron else []),
+        workflows=[wf for part in parts for wf in part.workflows],
+        activities=[act for part in parts for act in part.activities],
         max_concurrent_activities=worker_cfg.max_concurrent_activities,
         max_concurrent_workflow_tasks=worker_cfg.max_concurrent_workflow_tasks,
         graceful_shutdown_timeout=timedelta(seconds=settings.process.shutdown_grace_seconds),
@@ -73,8 +69,13 @@ async def run_worker(
     pool: asyncpg.Pool | None = None,
     registry: Registry | None = None,
     worker_settings: WorkerSettings | None = None,
+    parts: Sequence[PartFactory] = (core_part,),
 ) -> int:
-    """Run until ``shutdown`` is triggered; returns the exit code. Raises Unreachable."""
+    """Run until ``shutdown`` is triggered; returns the exit code. Raises Unreachable.
+
+    ``parts`` defaults to the runs alone; ``ingest worker`` passes
+    ``pipeline.parts.worker_parts()``.
+    """
     wcfg = worker_settings or load_worker_settings()
     registry = registry or load_registry(wcfg.task_handlers)
     if client is None:
@@ -85,14 +86,11 @@ async def run_worker(
     if pool is None:
         pool = await db_pool(settings.database)
     resources = Resources(lambda: kafka.producer(settings.kafka), wcfg.emit_topic)
-    worker = build_worker(
-        client,
-        settings,
-        wcfg,
-        RunActivities(pool, registry, resources),
-        CronActivities(client, pool, settings.temporal.task_queue),
-    )
+    deps = PartDeps(client, pool, settings, wcfg, registry, resources)
+    built = [factory(deps) for factory in parts]
+    worker = build_worker(client, settings, wcfg, built)
     running = asyncio.create_task(worker.run())
+    background = [asyncio.create_task(fn()) for part in built for fn in part.background]
     server = None
     code = 0
     try:
@@ -102,8 +100,9 @@ async def run_worker(
             ready=lambda: not running.done() and not shutdown.requested,
         )
         log.info(
-            "worker polling task queue %s (handlers: %s)",
+            "worker polling task queue %s (parts: %s; handlers: %s)",
             settings.temporal.task_queue,
+            ", ".join(p.name for p in built),
             ", ".join(registry.names()),
         )
         stop = asyncio.create_task(shutdown.wait())
@@ -119,6 +118,9 @@ async def run_worker(
             await worker.shutdown()
             with contextlib.suppress(Exception):
                 await running
+        for task in background:
+            task.cancel()
+        await asyncio.gather(*background, return_exceptions=True)
         if server is not None:
             server.close()
         await resources.close()

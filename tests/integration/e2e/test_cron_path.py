@@ -6,6 +6,7 @@ import asyncio
 import uuid
 from datetime import UTC
 
+from pipeline.parts import worker_parts
 from pipeline.runtime import Shutdown
 from scheduler import store, sync
 from schemas import ids
@@ -36,7 +37,12 @@ async def test_schedule_fires_through_the_production_worker(cfg, temporal, db_po
         shutdown = Shutdown()
         worker = asyncio.create_task(
             run_worker(
-                cfg, shutdown, client=temporal, pool=db_pool, worker_settings=WorkerSettings()
+                cfg,
+                shutdown,
+                client=temporal,
+                pool=db_pool,
+                worker_settings=WorkerSettings(),
+                parts=worker_parts(),
             )
         )
 

@@ -15,6 +15,7 @@ import pytest
 from temporalio.client import Client
 from temporalio.service import RPCError
 
+from pipeline.parts import worker_parts
 from pipeline.runtime import Shutdown
 from pipeline.settings import Settings
 from scheduler import store
@@ -40,6 +41,7 @@ def cron_worker(cfg: Settings, temporal: Client, db_pool: asyncpg.Pool) -> Calla
                 pool=db_pool,
                 registry=load_registry(use_entry_points=False),
                 worker_settings=WorkerSettings(),
+                parts=worker_parts(),
             )
         )
         try:

@@ -17,6 +17,7 @@ import importlib
 import json
 import re
 import subprocess
+import tomllib
 from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
@@ -60,8 +61,10 @@ RUNBOOK_ANCHORS = frozenset(
         "start-errors",
         "misfires",
         "process-down",
+        "task-pending-fix",
         "replay-after-an-incident",
         "adding-partitions-or-replicas",
+        "permits-saturated",
     }
 )
 
@@ -216,7 +219,10 @@ def metric_problems(
 # Settings are found by reading the source, not from a hand-kept list: every class
 # deriving from pydantic-settings' BaseSettings in the source packages. A module that
 # fails to import fails the test (nothing is skipped).
-SOURCE_PACKAGES = ("pipeline", "schemas", "ingress", "router", "workers", "scheduler")
+def _source_packages() -> list[str]:
+    """The packages pyproject.toml ships (``include = ["pipeline*", ...]``)."""
+    find = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    return [p.rstrip("*") for p in find["packages"]["find"]["include"]]
 
 
 def _base_name(node: ast.expr) -> str | None:
@@ -226,7 +232,7 @@ def _base_name(node: ast.expr) -> str | None:
 def settings_modules() -> list[str]:
     """Modules of the source packages that define a BaseSettings subclass."""
     found = []
-    for package in SOURCE_PACKAGES:
+    for package in _source_packages():
         for path in sorted((ROOT / package).rglob("*.py")):
             tree = ast.parse(path.read_text())
             if any(

@@ -29,9 +29,8 @@ def test_settings_modules_follow_one_naming_convention() -> None:
     from tests.unit.deploy.assets import settings_modules
 
     modules = settings_modules()
-    assert {"pipeline.settings", "ingress.settings", "router.settings", "workers.settings"} <= set(
-        modules
-    )
+    expected = {"pipeline.settings", "ingress.settings", "router.settings", "workers.settings"}
+    assert expected | {"ops.settings"} <= set(modules), modules
     for name in modules:
         if name.startswith("pipeline."):
             continue  # pipeline.settings: the shared groups and load_settings; the local stack

@@ -1,0 +1,58 @@
+"""Worker parts: the workflows and activities one worker process serves.
+
+The worker is wired from a list of parts assembled by the composition root
+(``pipeline.parts``), so a feature (cron dispatch, permits, fixes, approvals)
+plugs in by adding a part factory there, and ``workers/`` never imports the
+packages that contribute parts. A factory receives the process's shared
+dependencies and returns what to register.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Coroutine, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import asyncpg
+from temporalio.client import Client
+
+from pipeline.settings import Settings
+from workers.handlers import Registry, Resources
+from workers.settings import WorkerSettings
+
+
+@dataclass(frozen=True)
+class PartDeps:
+    """What every part may use; built once per worker process."""
+
+    client: Client
+    pool: asyncpg.Pool
+    settings: Settings
+    worker_settings: WorkerSettings
+    registry: Registry
+    resources: Resources
+
+
+@dataclass(frozen=True)
+class WorkerPart:
+    name: str
+    workflows: Sequence[type] = ()
+    activities: Sequence[Callable[..., Any]] = ()
+    # Coroutines run beside the worker (e.g. gauge refreshers), cancelled at shutdown.
+    background: Sequence[Callable[[], Coroutine[Any, Any, None]]] = ()
+
+
+PartFactory = Callable[[PartDeps], WorkerPart]
+
+
+def core_part(deps: PartDeps) -> WorkerPart:
+    """RunActivityWorkflow, its TaskInstanceWorkflow children and their activities."""
+    from workers.activities import RunActivities
+    from workers.fix_audit import FixActivities
+    from workers.workflows import RunActivityWorkflow, TaskInstanceWorkflow
+
+    acts = RunActivities(deps.pool, deps.registry, deps.resources)
+    fixes = FixActivities(deps.pool)  # TaskInstanceWorkflow's pause-and-fix audit
+    return WorkerPart(
+        "runs", (RunActivityWorkflow, TaskInstanceWorkflow), [*acts.all(), *fixes.all()]
+    )
