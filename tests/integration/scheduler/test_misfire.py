@@ -30,7 +30,7 @@ async def _pause(temporal, db_pool, act) -> datetime:
     async def two_runs() -> bool:
         return len(await cron_runs(db_pool, act.id)) >= 2
 
-    await eventually(two_runs, 30, "two cron runs before the pause")
+    await eventually(two_runs, 60, "two cron runs before the pause")
     await sync.pause(temporal, str(act.id))
     handle = temporal.get_schedule_handle(schedule_id(act.id))
 
