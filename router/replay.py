@@ -31,11 +31,11 @@ from temporalio.client import Client
 
 from pipeline import kafka
 from pipeline.settings import Settings
+from pipeline.starter import Starter
 from router.catalog import ActivityCatalog
 from router.config import RouterSettings
 from router.ledger import Ledger
 from router.routing import RoutePlanner, Routing, Stats
-from router.starter import Starter
 
 log = logging.getLogger(__name__)
 

@@ -18,11 +18,11 @@ from aiokafka import AIOKafkaProducer, TopicPartition
 from aiokafka.structs import ConsumerRecord
 
 from pipeline import kafka, metrics
+from pipeline.starter import DUPLICATE, ShutdownRequested, Starter, StartRejected
 from router.catalog import ActivityCatalog
 from router.ledger import Ledger, LedgerEntry
-from router.starter import DUPLICATE, ShutdownRequested, Starter, StartRejected
-from schemas import envelope, ids
-from schemas.workflow_io import TRIGGER_EVENT, RunActivityInput
+from schemas import envelope
+from schemas.workflow_io import RunActivityInput
 
 log = logging.getLogger(__name__)
 
@@ -71,19 +71,9 @@ class RoutePlanner:
         runs = []
         for activity_id in self.catalog.subscribers(env.type):
             try:
-                wid = ids.event_workflow_id(activity_id, env.event_id)
+                runs.append(RunActivityInput.for_event(activity_id, env.event_id, event))
             except ValueError as exc:  # pragma: no cover - guarded above
                 return Plan(msg, dlq_reason=envelope.R_BAD_FIELD, dlq_detail=str(exc))
-            runs.append(
-                RunActivityInput(
-                    activity_id=activity_id,
-                    workflow_id=wid,
-                    run_id=str(ids.run_id_for(wid)),
-                    trigger_kind=TRIGGER_EVENT,
-                    event_id=env.event_id,
-                    event=event,
-                )
-            )
         if not runs:
             metrics.EVENTS_UNMATCHED.labels(type=env.type[:100]).inc()
         return Plan(msg, runs=runs)

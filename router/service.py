@@ -23,12 +23,12 @@ from temporalio.client import Client
 from pipeline import kafka, metrics
 from pipeline.runtime import Shutdown
 from pipeline.settings import Settings
+from pipeline.starter import Starter
 from router.catalog import ActivityCatalog
 from router.config import RouterSettings
 from router.ledger import Ledger
 from router.offsets import OffsetTracker
 from router.routing import RoutePlanner, Routing
-from router.starter import Starter
 
 log = logging.getLogger(__name__)
 

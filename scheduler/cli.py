@@ -131,7 +131,7 @@ def _pause_or_resume(args: argparse.Namespace) -> int:
     from temporalio.service import RPCError, RPCStatusCode
 
     from scheduler import sync
-    from scheduler.spec import schedule_id
+    from schemas.ids import schedule_id
 
     async def work(cfg: settings.Settings) -> int:
         client = await temporal_client(cfg.temporal)

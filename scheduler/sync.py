@@ -36,13 +36,12 @@ from scheduler.spec import (
     DISABLED_NOTE,
     FINGERPRINT_MEMO,
     OPERATOR_NOTE,
-    SCHEDULE_PREFIX,
     TASK_QUEUE_MEMO,
     build_schedule,
     fingerprint,
-    schedule_id,
 )
 from schemas.definitions import ActivityDef, CronTrigger
+from schemas.ids import SCHEDULE_PREFIX, schedule_id
 
 RESUMED_NOTE = "resumed by ingest"
 

@@ -27,6 +27,7 @@ with workflow.unsafe.imports_passed_through():
 
     from schemas.ids import task_workflow_id
     from schemas.workflow_io import (
+        RUN_ACTIVITY_WORKFLOW,
         FinishRunInput,
         LogRunInput,
         PlanTasksInput,
@@ -123,7 +124,7 @@ class TaskInstanceWorkflow:
         )
 
 
-@workflow.defn(name="RunActivityWorkflow")
+@workflow.defn(name=RUN_ACTIVITY_WORKFLOW)
 class RunActivityWorkflow:
     @workflow.run
     async def run(self, inp: RunActivityInput) -> RunActivityResult:

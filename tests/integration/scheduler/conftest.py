@@ -19,8 +19,8 @@ from temporalio.worker import Worker
 from pipeline.settings import Settings
 from scheduler import store
 from scheduler.dispatcher import CronActivities, CronFireWorkflow
-from scheduler.spec import schedule_id
 from schemas.definitions import ActivityDef
+from schemas.ids import schedule_id
 from workers.activities import RunActivities
 from workers.handlers import Resources, load_registry
 from workers.workflows import RunActivityWorkflow, TaskInstanceWorkflow
