@@ -31,10 +31,9 @@ from router.replay import (
     STALL_SECONDS,
     Progress,
     ReplayReport,
-    build_routing,
     topic_partitions,
 )
-from router.routing import Routing
+from router.routing import Routing, build_routing
 
 log = logging.getLogger(__name__)
 

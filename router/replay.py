@@ -26,16 +26,14 @@ from datetime import datetime
 from typing import Any
 
 import asyncpg
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka import AIOKafkaConsumer, TopicPartition
 from temporalio.client import Client
 
 from pipeline import kafka
 from pipeline.settings import Settings
-from pipeline.starter import Starter
 from router.catalog import ActivityCatalog
 from router.config import RouterSettings
-from router.ledger import Ledger
-from router.routing import RoutePlanner, Routing, Stats
+from router.routing import Routing, Stats, build_routing
 
 log = logging.getLogger(__name__)
 
@@ -147,33 +145,6 @@ async def plan_ranges(
         found = await consumer.offsets_for_times({tp: ms for tp in tps})
         stop = {tp: min(end[tp], found[tp].offset) if found.get(tp) else end[tp] for tp in tps}
     return {tp: (start[tp], max(start[tp], stop[tp])) for tp in tps}
-
-
-def build_routing(
-    settings: Settings,
-    rcfg: RouterSettings,
-    *,
-    client: Client,
-    pool: asyncpg.Pool,
-    catalog: ActivityCatalog,
-    producer: AIOKafkaProducer,
-    on_done: Callable[[TopicPartition, int], None],
-    stopping: Callable[[], bool],
-    dry_run: bool,
-) -> Routing:
-    """The same Routing the live router builds (component ``router``: messages a replay
-    dead-letters are router rejections, and ``replay --dlq`` must route them again)."""
-    return Routing(
-        planner=RoutePlanner(catalog, rcfg.max_event_bytes),
-        starter=Starter(client, settings.temporal.task_queue, stopping=stopping),
-        producer=producer,
-        dlq_topic=settings.kafka.dlq_topic,
-        ledger=Ledger(pool) if rcfg.ledger else None,
-        concurrency=rcfg.concurrency,
-        on_done=on_done,
-        stopping=stopping,
-        dry_run=dry_run,
-    )
 
 
 class Replayer:

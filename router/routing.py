@@ -14,12 +14,16 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import asyncpg
 from aiokafka import AIOKafkaProducer, TopicPartition
 from aiokafka.structs import ConsumerRecord
+from temporalio.client import Client
 
 from pipeline import kafka, metrics
+from pipeline.settings import Settings
 from pipeline.starter import DUPLICATE, ShutdownRequested, Starter, StartRejected
 from router.catalog import ActivityCatalog
+from router.config import RouterSettings
 from router.ledger import Ledger, LedgerEntry
 from schemas import envelope
 from schemas.workflow_io import RunActivityInput
@@ -225,15 +229,42 @@ class Routing:
 
 
 def _transient(exc: Exception) -> bool:
-    import asyncpg
-    from aiokafka import errors as kerr
-
     if isinstance(exc, asyncpg.PostgresConnectionError | asyncpg.InterfaceError):
         return True
     if isinstance(exc, asyncpg.PostgresError):
         return getattr(exc, "sqlstate", "")[:2] in ("08", "53", "57", "40")
-    return (
-        isinstance(exc, kerr.KafkaError) and bool(getattr(exc, "retriable", False))
-    ) or isinstance(
-        exc, kerr.KafkaConnectionError | kerr.KafkaTimeoutError | kerr.RequestTimedOutError
+    return kafka.is_retriable(exc)
+
+
+def build_routing(
+    settings: Settings,
+    rcfg: RouterSettings,
+    *,
+    client: Client,
+    pool: asyncpg.Pool,
+    catalog: ActivityCatalog,
+    producer: AIOKafkaProducer,
+    on_done: Callable[[TopicPartition, int], None],
+    stopping: Callable[[], bool],
+    dry_run: bool = False,
+    component: str = "router",
+) -> Routing:
+    """The Routing of the live router and of every replay, from their settings.
+
+    Replays use component ``router`` too: messages a replay dead-letters are router
+    rejections, and ``replay --dlq`` must route them again.
+    """
+    return Routing(
+        planner=RoutePlanner(catalog, rcfg.max_event_bytes),
+        starter=Starter(
+            client, settings.temporal.task_queue, component=component, stopping=stopping
+        ),
+        producer=producer,
+        dlq_topic=settings.kafka.dlq_topic,
+        ledger=Ledger(pool) if rcfg.ledger else None,
+        concurrency=rcfg.concurrency,
+        on_done=on_done,
+        stopping=stopping,
+        component=component,
+        dry_run=dry_run,
     )
