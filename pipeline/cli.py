@@ -18,7 +18,7 @@ COMMANDS = [
     "pipeline.run_cmd",
     "ingress.cli",
     "router.cli",
-    "router.replay_cmd",
+    "replay.cli",
     "workers.cli",
     "scheduler.cli",
 ]

@@ -1,4 +1,4 @@
-"""Replaying a topic range, and re-driving the DLQ, through the live router's code path.
+"""Replaying a topic range through the live router's code path.
 
 Why a separate reader and not "reset the router's group": a replay must never
 move the live group's offsets (the live router keeps running during an
@@ -12,7 +12,7 @@ only what never ran: the ledger answers for anything routed before (even after
 Temporal forgot it past its retention), Temporal for anything started but not
 yet in the ledger.
 
-DLQ re-drive (``ingest replay --dlq``) lives in :mod:`router.dlq_redrive`.
+DLQ re-drive (``ingest replay --dlq``) lives in :mod:`replay.dlq`.
 """
 
 from __future__ import annotations
@@ -20,36 +20,22 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
-import asyncpg
 from aiokafka import AIOKafkaConsumer, TopicPartition
-from temporalio.client import Client
 
-from pipeline import kafka
-from pipeline.settings import Settings
-from router.catalog import ActivityCatalog
-from router.config import RouterSettings
-from router.routing import Routing, Stats, build_routing
+from replay.session import (
+    STALL_SECONDS,
+    Ranges,
+    ReplayError,
+    ReplayReport,
+    SessionRunner,
+    topic_partitions,
+)
+from router.routing import Routing
 
 log = logging.getLogger(__name__)
-
-DLQ_GROUP = "ingest-dlq-replay"
-# A partition that yields nothing for this long while still short of its stop
-# offset (e.g. only aborted transactional records left) is given up on.
-STALL_SECONDS = 30.0
-
-"""(topic, key, value, headers) of one record to produce."""
-
-Progress = Callable[[int, int], None]
-"""``progress(done, total)``: messages handled so far out of the planned range."""
-
-
-class ReplayError(Exception):
-    """The requested range cannot be replayed (unknown topic or partition)."""
 
 
 @dataclass(frozen=True)
@@ -63,63 +49,13 @@ class ReplayRange:
     partitions: tuple[int, ...] | None = None
 
 
-@dataclass
-class ReplayReport:
-    topic: str
-    dry_run: bool
-    ledger: bool
-    stats: Stats
-    elapsed_seconds: float
-    # partition -> [first offset, stop offset (exclusive)]
-    ranges: dict[int, tuple[int, int]] = field(default_factory=dict)
-    complete: bool = True
-    extra: dict[str, int] = field(default_factory=dict)
-
-    def as_dict(self) -> dict[str, Any]:
-        s = self.stats
-        return {
-            "topic": self.topic,
-            "dry_run": self.dry_run,
-            "ledger": self.ledger,
-            "complete": self.complete,
-            "elapsed_seconds": round(self.elapsed_seconds, 3),
-            "rate_per_second": round(s.read / self.elapsed_seconds, 1)
-            if self.elapsed_seconds > 0
-            else 0.0,
-            "read": s.read,
-            "already_routed_ledger": s.ledger_duplicates,
-            "already_started_temporal": s.temporal_duplicates,
-            "started": s.started,
-            "would_start": s.would_start,
-            "dlq": s.dlq,
-            "unmatched": s.unmatched,
-            **self.extra,
-            "partitions": {str(p): list(r) for p, r in sorted(self.ranges.items())},
-        }
-
-
 def _ms(dt: datetime) -> int:
     if dt.tzinfo is None:
         raise ReplayError(f"{dt.isoformat()} has no time zone; give one (e.g. Z or +00:00)")
     return int(dt.timestamp() * 1000)
 
 
-async def topic_partitions(consumer: AIOKafkaConsumer, topic: str) -> list[int]:
-    """The partitions of ``topic`` (refreshing metadata); ReplayError if it does not exist."""
-    for _ in range(30):
-        # A group-less consumer's own cluster view only covers assigned topics, so ask for
-        # full metadata (the public ``topics()`` returns names only).
-        cluster = await consumer._client.fetch_all_metadata()
-        parts = cluster.partitions_for_topic(topic)
-        if parts:
-            return sorted(parts)
-        await asyncio.sleep(0.1)
-    raise ReplayError(f"topic {topic!r} does not exist (KAFKA_BOOTSTRAP_SERVERS reachable?)")
-
-
-async def plan_ranges(
-    consumer: AIOKafkaConsumer, rng: ReplayRange
-) -> dict[TopicPartition, tuple[int, int]]:
+async def plan_ranges(consumer: AIOKafkaConsumer, rng: ReplayRange) -> Ranges:
     """Per partition ``(start, stop)``: stop is the end offset now, or the first offset at
     or after ``to_time``; start is ``from_offset`` (clamped to the log start) or the first
     offset at or after ``from_time``."""
@@ -147,78 +83,25 @@ async def plan_ranges(
     return {tp: (start[tp], max(start[tp], stop[tp])) for tp in tps}
 
 
-class Replayer:
+class Replayer(SessionRunner):
     """Replays one range of a topic; :meth:`run` returns the report."""
 
-    def __init__(
-        self,
-        settings: Settings,
-        rcfg: RouterSettings,
-        *,
-        client: Client,
-        pool: asyncpg.Pool,
-        dry_run: bool = False,
-        progress: Progress | None = None,
-        stopping: Callable[[], bool] = lambda: False,
-    ) -> None:
-        self.settings = settings
-        self.rcfg = rcfg
-        self.client = client
-        self.pool = pool
-        self.dry_run = dry_run
-        self.progress = progress or (lambda done, total: None)
-        self.stopping = stopping
-        self.done = 0
+    done = 0
 
     def _done(self, tp: TopicPartition, offset: int) -> None:
         self.done += 1
 
     async def run(self, rng: ReplayRange) -> ReplayReport:
-        k = self.settings.kafka
-        t0 = time.monotonic()
-        consumer = kafka.consumer(k, group_id=None, max_poll_records=self.rcfg.max_poll_records)
-        producer = kafka.producer(k)
-        catalog = ActivityCatalog(self.pool, self.rcfg.refresh_seconds)
-        await consumer.start()
-        try:
-            await producer.start()
-            try:
-                await catalog.start()
-                try:
-                    ranges = await plan_ranges(consumer, rng)
-                    routing = build_routing(
-                        self.settings,
-                        self.rcfg,
-                        client=self.client,
-                        pool=self.pool,
-                        catalog=catalog,
-                        producer=producer,
-                        on_done=self._done,
-                        stopping=self.stopping,
-                        dry_run=self.dry_run,
-                    )
-                    complete = await self._consume(consumer, routing, ranges)
-                finally:
-                    await catalog.stop()
-            finally:
-                await producer.stop()
-        finally:
-            await consumer.stop()
-        return ReplayReport(
-            topic=rng.topic,
-            dry_run=self.dry_run,
-            ledger=self.rcfg.ledger,
-            stats=routing.stats,
-            elapsed_seconds=time.monotonic() - t0,
-            ranges={tp.partition: r for tp, r in ranges.items()},
-            complete=complete,
-        )
+        async with self.session(None, self._done) as session:
+            ranges = await plan_ranges(session.consumer, rng)
+            complete = await self._consume(session.consumer, session.routing, ranges)
+            return session.report(rng.topic, ranges, complete)
 
     async def _consume(
         self,
         consumer: AIOKafkaConsumer,
         routing: Routing,
-        ranges: dict[TopicPartition, tuple[int, int]],
+        ranges: Ranges,
     ) -> bool:
         todo = {tp: stop for tp, (start, stop) in ranges.items() if start < stop}
         total = sum(stop - start for start, stop in ranges.values())
@@ -278,6 +161,3 @@ class Replayer:
         await routing.flush_ledger()
         self.progress(total if complete else self.done, total)
         return complete
-
-
-# --- DLQ re-drive ---------------------------------------------------------------
