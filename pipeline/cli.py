@@ -20,6 +20,7 @@ COMMANDS = [
     "router.cli",
     "replay.cli",
     "workers.cli",
+    "definitions.cli",
     "scheduler.cli",
 ]
 

@@ -35,6 +35,7 @@ with workflow.unsafe.imports_passed_through():
     from temporalio.exceptions import ApplicationError
     from temporalio.service import RPCError, RPCStatusCode
 
+    from definitions import store as activity_store
     from pipeline import metrics
     from pipeline.starter import DUPLICATE, STARTED, Starter
     from scheduler import misfire, store, timing
@@ -89,7 +90,7 @@ class CronActivities:
     @activity.defn(name="cron_fire")
     async def fire(self, inp: FireInput) -> FireResult:
         """Start the run of one nominal time, applying the misfire policy to a gap before it."""
-        act = await store.get(self._pool, inp.activity_id)
+        act = await activity_store.get(self._pool, inp.activity_id)
         if act is None or not isinstance(act.trigger, CronTrigger):
             log.warning(
                 "schedule fired for unknown activity %s: run `ingest schedules sync`",

@@ -31,6 +31,7 @@ from temporalio.client import (
 from temporalio.converter import DataConverter
 from temporalio.service import RPCError, RPCStatusCode
 
+from definitions import store as activity_store
 from scheduler import store, timing
 from scheduler.spec import (
     DISABLED_NOTE,
@@ -119,7 +120,7 @@ async def ensure(client: Client, act: ActivityDef, task_queue: str) -> list[Chan
 
 async def reconcile(client: Client, pool: asyncpg.Pool, task_queue: str) -> list[Change]:
     """Every change needed so that schedules match the cron activities in ``pool``."""
-    activities = await store.cron_activities(pool)
+    activities = await activity_store.cron_activities(pool)
     wanted = {schedule_id(a.id) for a in activities}
     changes: list[Change] = []
     for act in activities:
@@ -150,7 +151,7 @@ async def resume(client: Client, pool: asyncpg.Pool, activity_id: str) -> str:
     resume (see :mod:`scheduler.misfire`): one code path for every kind of gap.
     """
     await client.get_schedule_handle(schedule_id(activity_id)).unpause(note=RESUMED_NOTE)
-    act = await store.get(pool, activity_id)
+    act = await activity_store.get(pool, activity_id)
     if act is None or not isinstance(act.trigger, CronTrigger):
         return "resumed (activity not in the database: run `ingest schedules sync`)"
     now = datetime.now(UTC)

@@ -7,8 +7,9 @@ from workers.handlers.base import (
     RetryableTaskError,
     TaskContext,
     TaskError,
+    register,
 )
-from workers.handlers.registry import Registry, load_registry, register
+from workers.handlers.registry import Registry, load_registry
 
 __all__ = [
     "Handler",

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 from aiokafka import AIOKafkaProducer
@@ -22,15 +22,11 @@ from schemas.workflow_io import TaskSpec
 
 
 class TaskError(Exception):
-    """Base of handler errors; ``retriable`` is a property of the class."""
-
-    retriable = True
+    """Base of handler errors: :class:`PermanentTaskError` or :class:`RetryableTaskError`."""
 
 
 class PermanentTaskError(TaskError):
     """Retrying cannot help (bad config, rejected request): fail the task now."""
-
-    retriable = False
 
 
 class RetryableTaskError(TaskError):
@@ -96,3 +92,32 @@ class TaskContext:
 
 
 Handler = Callable[[TaskContext], Awaitable[None]]
+
+
+_ATTR = "__ingest_task_type__"
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def register(name: str) -> Callable[[F], F]:
+    """Tag an async function as the handler of task type ``name``.
+
+    It only tags the function (no global state): importing a module of handlers
+    has no side effects, and each worker builds its own registry from the tags.
+    """
+    if not name:
+        raise ValueError("task type must be a non-empty string")
+
+    def tag(fn: F) -> F:
+        setattr(fn, _ATTR, name)
+        return fn
+
+    return tag
+
+
+def task_type_of(fn: Callable[..., Any]) -> str:
+    """The task type ``fn`` was registered for (``@register``), else its name."""
+    return str(getattr(fn, _ATTR, None) or getattr(fn, "__name__", ""))
+
+
+def is_registered(fn: object) -> bool:
+    return bool(getattr(fn, _ATTR, None))

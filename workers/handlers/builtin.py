@@ -16,8 +16,7 @@ from __future__ import annotations
 import httpx
 import orjson
 
-from workers.handlers.base import PermanentTaskError, RetryableTaskError, TaskContext
-from workers.handlers.registry import register
+from workers.handlers.base import PermanentTaskError, RetryableTaskError, TaskContext, register
 
 
 @register("noop")

@@ -6,9 +6,10 @@ import asyncio
 import uuid
 from datetime import UTC
 
+from definitions import store
 from pipeline.parts import worker_parts
 from pipeline.runtime import Shutdown
-from scheduler import store, sync
+from scheduler import sync
 from schemas import ids
 from schemas.definitions import ActivityDef
 from tests import helpers

@@ -16,8 +16,8 @@ from temporalio.client import Client
 from temporalio.service import RPCError
 from temporalio.worker import Worker
 
+from definitions import store
 from pipeline.settings import Settings
-from scheduler import store
 from scheduler.dispatcher import CronActivities, CronFireWorkflow
 from schemas.definitions import ActivityDef
 from schemas.ids import schedule_id

@@ -9,7 +9,8 @@ import orjson
 import pytest
 from temporalio.client import ScheduleActionStartWorkflow, ScheduleOverlapPolicy
 
-from scheduler import files, spec
+from definitions import files
+from scheduler import spec
 from schemas.definitions import ActivityDef, CronTrigger
 from schemas.ids import dispatcher_workflow_id, schedule_id
 
