@@ -21,11 +21,11 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListen
 from temporalio.client import Client
 
 from pipeline import kafka, metrics
+from pipeline.offsets import OffsetTracker
 from pipeline.runtime import Shutdown
 from pipeline.settings import Settings
 from router.catalog import ActivityCatalog
 from router.config import RouterSettings
-from router.offsets import OffsetTracker
 from router.routing import Routing, build_routing
 
 log = logging.getLogger(__name__)
