@@ -13,11 +13,12 @@ import argparse
 import sys
 from pathlib import Path
 
+import asyncpg
 import orjson
 
 from pipeline import settings
-from pipeline.client_flags import add_connection_flags, run_with_settings
-from pipeline.clients import Unreachable, db_pool
+from pipeline.client_flags import add_connection_flags, run_with_pool
+from pipeline.clients import Unreachable
 
 
 def _apply(args: argparse.Namespace) -> int:
@@ -31,37 +32,29 @@ def _apply(args: argparse.Namespace) -> int:
             print(f"{args.file}: {problem}", file=sys.stderr)
         return 2
 
-    async def work(cfg: settings.Settings) -> int:
-        pool = await db_pool(cfg.database)
+    async def work(cfg: settings.Settings, pool: asyncpg.Pool) -> int:
+        results = await store.upsert(pool, list(parsed.activities))
+        for act, result in zip(parsed.activities, results, strict=True):
+            print(f"{result:<8} activity {act.id} ({act.name})")
+        if args.no_sync:
+            return 0
         try:
-            results = await store.upsert(pool, list(parsed.activities))
-            for act, result in zip(parsed.activities, results, strict=True):
-                print(f"{result:<8} activity {act.id} ({act.name})")
-            if args.no_sync:
-                return 0
-            try:
-                return await sync_and_print(cfg, pool)
-            except Unreachable as exc:
-                print(
-                    f"activities saved, schedules NOT synced: {exc}; run `ingest schedules sync`",
-                    file=sys.stderr,
-                )
-                return 1
-        finally:
-            await pool.close()
+            return await sync_and_print(cfg, pool)
+        except Unreachable as exc:
+            print(
+                f"activities saved, schedules NOT synced: {exc}; run `ingest schedules sync`",
+                file=sys.stderr,
+            )
+            return 1
 
-    return run_with_settings(args, work, "activities apply")
+    return run_with_pool(args, work, "activities apply")
 
 
 def _list(args: argparse.Namespace) -> int:
     from definitions import store
 
-    async def work(cfg: settings.Settings) -> int:
-        pool = await db_pool(cfg.database)
-        try:
-            rows = [store.to_json(r) for r in await store.all_rows(pool)]
-        finally:
-            await pool.close()
+    async def work(cfg: settings.Settings, pool: asyncpg.Pool) -> int:
+        rows = [store.to_json(r) for r in await store.all_rows(pool)]
         if args.json:
             print(orjson.dumps(rows, option=orjson.OPT_INDENT_2).decode())
             return 0
@@ -79,7 +72,7 @@ def _list(args: argparse.Namespace) -> int:
             )
         return 0
 
-    return run_with_settings(args, work, "activities list")
+    return run_with_pool(args, work, "activities list")
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]

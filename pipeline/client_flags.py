@@ -13,8 +13,10 @@ import sys
 from collections.abc import Callable, Coroutine
 from typing import Any
 
+import asyncpg
+
 from pipeline import settings
-from pipeline.clients import Unreachable
+from pipeline.clients import Unreachable, db_pool
 
 
 def add_connection_flags(p: argparse.ArgumentParser) -> None:
@@ -45,3 +47,20 @@ def run_with_settings(
     except Unreachable as exc:
         print(f"ingest {name}: {exc}", file=sys.stderr)
         return 1
+
+
+def run_with_pool(
+    args: argparse.Namespace,
+    work: Callable[[settings.Settings, asyncpg.Pool], Coroutine[Any, Any, int]],
+    name: str,
+) -> int:
+    """:func:`run_with_settings` with a database pool, closed when ``work`` returns."""
+
+    async def with_pool(cfg: settings.Settings) -> int:
+        pool = await db_pool(cfg.database)
+        try:
+            return await work(cfg, pool)
+        finally:
+            await pool.close()
+
+    return run_with_settings(args, with_pool, name)

@@ -20,6 +20,7 @@ import asyncio
 import logging
 import random
 from collections.abc import Callable
+from dataclasses import KW_ONLY, dataclass
 
 from temporalio.client import Client
 from temporalio.common import WorkflowIDReusePolicy
@@ -60,25 +61,16 @@ class ShutdownRequested(Exception):
     """Stopped retrying because the process is shutting down; the offset stays uncommitted."""
 
 
+@dataclass
 class Starter:
-    def __init__(
-        self,
-        client: Client,
-        task_queue: str,
-        *,
-        component: str = "router",
-        backoff_initial: float = 0.2,
-        backoff_max: float = 10.0,
-        stopping: Callable[[], bool] = lambda: False,
-        retry_outages: bool = True,
-    ) -> None:
-        self.client = client
-        self.task_queue = task_queue
-        self.component = component
-        self.backoff_initial = backoff_initial
-        self.backoff_max = backoff_max
-        self.stopping = stopping
-        self.retry_outages = retry_outages
+    client: Client
+    task_queue: str
+    _: KW_ONLY
+    component: str = "router"
+    backoff_initial: float = 0.2
+    backoff_max: float = 10.0
+    stopping: Callable[[], bool] = lambda: False
+    retry_outages: bool = True
 
     async def start(self, run: RunActivityInput) -> str:
         delay = self.backoff_initial

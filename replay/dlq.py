@@ -15,8 +15,8 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.structs import ConsumerRecord
@@ -28,6 +28,8 @@ from replay.session import (
     ReplayReport,
     SessionRunner,
     topic_partitions,
+    unfinished,
+    wait_for_stops,
 )
 from router.routing import Routing
 
@@ -65,6 +67,7 @@ def _source_record(msg: ConsumerRecord) -> ConsumerRecord:
     return replace(msg, topic=coords[0], partition=coords[1], offset=coords[2], headers=headers)
 
 
+@dataclass(kw_only=True)
 class DlqRedriver(SessionRunner):
     """Re-drives the DLQ once; :meth:`run` returns the report.
 
@@ -75,20 +78,16 @@ class DlqRedriver(SessionRunner):
     and they are re-driven by a later run.
     """
 
-    def __init__(
-        self,
-        *args: Any,  # settings, rcfg and the keywords of SessionRunner
-        restamp: Restamp,
-        group: str = DLQ_GROUP,
-        reason: str | None = None,
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(*args, **kwargs)
-        self.restamp = restamp
-        self.group = group
-        self.reason = reason
-        self.counts = {"dlq_read": 0, "to_events": 0, "returned_to_dlq": 0, "carried_forward": 0}
-        self.routed_done: set[tuple[int, int]] = set()
+    restamp: Restamp
+    group: str = DLQ_GROUP
+    reason: str | None = None
+    counts: dict[str, int] = field(
+        default_factory=lambda: dict.fromkeys(
+            ("dlq_read", "to_events", "returned_to_dlq", "carried_forward"), 0
+        ),
+        init=False,
+    )
+    routed_done: set[tuple[int, int]] = field(default_factory=set, init=False)
 
     async def run(self) -> ReplayReport:
         # Room for the largest DLQ record (a too_large one may be re-driven after the fix).
@@ -125,10 +124,9 @@ class DlqRedriver(SessionRunner):
         routing: Routing,
         ranges: Ranges,
     ) -> bool:
-        todo = {tp: stop for tp, (start, stop) in ranges.items() if start < stop}
-        total = sum(stop - start for start, stop in ranges.values())
+        todo, total = unfinished(ranges)
         done = 0
-        self.progress(0, total)
+        self.report_progress(0, total)
         for tp, (start, _) in ranges.items():
             consumer.seek(tp, start)
         idle = [tp for tp in ranges if tp not in todo]
@@ -149,11 +147,8 @@ class DlqRedriver(SessionRunner):
                 if not self.dry_run:
                     await consumer.commit({tp: wanted[-1].offset + 1})
                 done += len(wanted)
-                self.progress(done, total)
-            for tp in list(todo):
-                if await consumer.position(tp) >= todo[tp]:
-                    del todo[tp]
-                    consumer.pause(tp)
+                self.report_progress(done, total)
+            await wait_for_stops(consumer, todo)
             if todo and time.monotonic() - last_data > STALL_SECONDS:
                 return False
         return not todo

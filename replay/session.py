@@ -1,6 +1,6 @@
 """What a topic replay and a DLQ re-drive share: clients, the router's Routing, the report.
 
-:func:`open_session` starts a consumer, a producer and the activity catalog,
+:meth:`SessionRunner.session` starts a consumer, a producer and the activity catalog,
 builds the same :class:`router.routing.Routing` the live router uses, and stops
 all three again in reverse order, whatever happens in between.
 """
@@ -10,8 +10,8 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator, Callable
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from dataclasses import dataclass, field
+from contextlib import asynccontextmanager
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Any
 
 import asyncpg
@@ -78,13 +78,12 @@ class ReplayReport:
 class Session:
     """The started clients of one replay and its Routing."""
 
-    settings: Settings
-    rcfg: RouterSettings
     consumer: AIOKafkaConsumer
     producer: AIOKafkaProducer
     routing: Routing
     dry_run: bool
-    t0: float = field(default_factory=time.monotonic)
+    ledger: bool
+    t0: float
 
     def report(
         self, topic: str, ranges: Ranges, complete: bool, extra: dict[str, int] | None = None
@@ -92,59 +91,13 @@ class Session:
         return ReplayReport(
             topic=topic,
             dry_run=self.dry_run,
-            ledger=self.rcfg.ledger,
+            ledger=self.ledger,
             stats=self.routing.stats,
             elapsed_seconds=time.monotonic() - self.t0,
             ranges={tp.partition: r for tp, r in ranges.items()},
             complete=complete,
             extra=extra or {},
         )
-
-
-@asynccontextmanager
-async def open_session(
-    settings: Settings,
-    rcfg: RouterSettings,
-    *,
-    client: Client,
-    pool: asyncpg.Pool,
-    group: str | None,
-    on_done: Callable[[TopicPartition, int], None],
-    stopping: Callable[[], bool],
-    dry_run: bool,
-    **producer_overrides: Any,
-) -> AsyncIterator[Session]:
-    """Consumer (``group`` None: no consumer group), producer and catalog, started and
-    stopped in order, with the live router's Routing over them."""
-    t0 = time.monotonic()
-    k = settings.kafka
-    consumer = kafka.consumer(k, group_id=group, max_poll_records=rcfg.max_poll_records)
-    producer = kafka.producer(k, **producer_overrides)
-    catalog = ActivityCatalog(pool, rcfg.refresh_seconds)
-    await consumer.start()
-    try:
-        await producer.start()
-        try:
-            await catalog.start()
-            try:
-                routing = build_routing(
-                    settings,
-                    rcfg,
-                    client=client,
-                    pool=pool,
-                    catalog=catalog,
-                    producer=producer,
-                    on_done=on_done,
-                    stopping=stopping,
-                    dry_run=dry_run,
-                )
-                yield Session(settings, rcfg, consumer, producer, routing, dry_run, t0)
-            finally:
-                await catalog.stop()
-        finally:
-            await producer.stop()
-    finally:
-        await consumer.stop()
 
 
 async def topic_partitions(consumer: AIOKafkaConsumer, topic: str) -> list[int]:
@@ -160,43 +113,74 @@ async def topic_partitions(consumer: AIOKafkaConsumer, topic: str) -> list[int]:
     raise ReplayError(f"topic {topic!r} does not exist (KAFKA_BOOTSTRAP_SERVERS reachable?)")
 
 
+@dataclass
 class SessionRunner:
     """Base of :class:`replay.topic.Replayer` and :class:`replay.dlq.DlqRedriver`: what
     they are given, and :meth:`session` over it."""
 
-    def __init__(
-        self,
-        settings: Settings,
-        rcfg: RouterSettings,
-        *,
-        client: Client,
-        pool: asyncpg.Pool,
-        dry_run: bool = False,
-        progress: Progress | None = None,
-        stopping: Callable[[], bool] = lambda: False,
-    ) -> None:
-        self.settings = settings
-        self.rcfg = rcfg
-        self.client = client
-        self.pool = pool
-        self.dry_run = dry_run
-        self.progress: Progress = progress or (lambda done, total: None)
-        self.stopping = stopping
+    settings: Settings
+    rcfg: RouterSettings
+    _: KW_ONLY
+    client: Client
+    pool: asyncpg.Pool
+    dry_run: bool = False
+    progress: Progress | None = None
+    stopping: Callable[[], bool] = lambda: False
 
-    def session(
+    def report_progress(self, done: int, total: int) -> None:
+        if self.progress is not None:
+            self.progress(done, total)
+
+    @asynccontextmanager
+    async def session(
         self,
         group: str | None,
         on_done: Callable[[TopicPartition, int], None],
         **producer_overrides: Any,
-    ) -> AbstractAsyncContextManager[Session]:
-        return open_session(
-            self.settings,
-            self.rcfg,
-            client=self.client,
-            pool=self.pool,
-            group=group,
-            on_done=on_done,
-            stopping=self.stopping,
-            dry_run=self.dry_run,
-            **producer_overrides,
-        )
+    ) -> AsyncIterator[Session]:
+        """Consumer (``group`` None: no consumer group), producer and catalog, started
+        and stopped in order, with the live router's Routing over them."""
+        t0 = time.monotonic()
+        k = self.settings.kafka
+        consumer = kafka.consumer(k, group_id=group, max_poll_records=self.rcfg.max_poll_records)
+        producer = kafka.producer(k, **producer_overrides)
+        catalog = ActivityCatalog(self.pool, self.rcfg.refresh_seconds)
+        await consumer.start()
+        try:
+            await producer.start()
+            try:
+                await catalog.start()
+                try:
+                    routing = build_routing(
+                        self.settings,
+                        self.rcfg,
+                        client=self.client,
+                        pool=self.pool,
+                        catalog=catalog,
+                        producer=producer,
+                        on_done=on_done,
+                        stopping=self.stopping,
+                        dry_run=self.dry_run,
+                    )
+                    yield Session(consumer, producer, routing, self.dry_run, self.rcfg.ledger, t0)
+                finally:
+                    await catalog.stop()
+            finally:
+                await producer.stop()
+        finally:
+            await consumer.stop()
+
+
+async def wait_for_stops(consumer: AIOKafkaConsumer, todo: dict[TopicPartition, int]) -> None:
+    """Drop (and pause) every partition of ``todo`` whose position reached its stop offset."""
+    for tp in list(todo):
+        if await consumer.position(tp) >= todo[tp]:
+            del todo[tp]
+            consumer.pause(tp)
+
+
+def unfinished(ranges: Ranges) -> tuple[dict[TopicPartition, int], int]:
+    """The partitions with something to read (-> their stop offset), and how many
+    messages the whole range holds."""
+    todo = {tp: stop for tp, (start, stop) in ranges.items() if start < stop}
+    return todo, sum(stop - start for start, stop in ranges.values())

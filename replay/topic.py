@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
@@ -32,6 +32,8 @@ from replay.session import (
     ReplayReport,
     SessionRunner,
     topic_partitions,
+    unfinished,
+    wait_for_stops,
 )
 from router.routing import Routing
 
@@ -83,10 +85,11 @@ async def plan_ranges(consumer: AIOKafkaConsumer, rng: ReplayRange) -> Ranges:
     return {tp: (start[tp], max(start[tp], stop[tp])) for tp in tps}
 
 
+@dataclass
 class Replayer(SessionRunner):
     """Replays one range of a topic; :meth:`run` returns the report."""
 
-    done = 0
+    done: int = field(default=0, init=False)
 
     def _done(self, tp: TopicPartition, offset: int) -> None:
         self.done += 1
@@ -103,9 +106,8 @@ class Replayer(SessionRunner):
         routing: Routing,
         ranges: Ranges,
     ) -> bool:
-        todo = {tp: stop for tp, (start, stop) in ranges.items() if start < stop}
-        total = sum(stop - start for start, stop in ranges.values())
-        self.progress(0, total)
+        todo, total = unfinished(ranges)
+        self.report_progress(0, total)
         if not todo:
             return True
         consumer.assign(list(todo))
@@ -134,10 +136,7 @@ class Replayer(SessionRunner):
                     for task in await routing.submit(wanted):
                         in_flight.add(task)
                         task.add_done_callback(in_flight.discard)
-                for tp in list(todo):
-                    if await consumer.position(tp) >= todo[tp]:
-                        del todo[tp]
-                        consumer.pause(tp)
+                await wait_for_stops(consumer, todo)
                 if todo and time.monotonic() - last_data > STALL_SECONDS:
                     log.warning(
                         "no records for %.0fs short of the stop offsets %s",
@@ -149,7 +148,7 @@ class Replayer(SessionRunner):
             if time.monotonic() - last_flush > flush_every:
                 await routing.flush_ledger()
                 last_flush = time.monotonic()
-            self.progress(self.done, total)
+            self.report_progress(self.done, total)
         grace = None if complete else self.settings.process.shutdown_grace_seconds
         if in_flight:
             _, still = await asyncio.wait(set(in_flight), timeout=grace)
@@ -159,5 +158,5 @@ class Replayer(SessionRunner):
                 complete = False
                 await asyncio.gather(*still, return_exceptions=True)
         await routing.flush_ledger()
-        self.progress(total if complete else self.done, total)
+        self.report_progress(total if complete else self.done, total)
         return complete

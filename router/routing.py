@@ -83,36 +83,26 @@ class RoutePlanner:
         return Plan(msg, runs=runs)
 
 
+@dataclass(kw_only=True)
 class Routing:
     """Executes plans. ``on_done(tp, offset)`` is called once a message is fully handled."""
 
-    def __init__(
-        self,
-        *,
-        planner: RoutePlanner,
-        starter: Starter,
-        producer: AIOKafkaProducer,
-        dlq_topic: str,
-        ledger: Ledger | None,
-        concurrency: int,
-        on_done: Callable[[TopicPartition, int], None],
-        stopping: Callable[[], bool],
-        component: str = "router",
-        dry_run: bool = False,
-    ) -> None:
-        self.planner = planner
-        self.starter = starter
-        self.producer = producer
-        self.dlq_topic = dlq_topic
-        self.ledger = ledger
-        self.sem = asyncio.Semaphore(concurrency)
-        self.on_done = on_done
-        self.stopping = stopping
-        self.component = component
-        self.dry_run = dry_run
-        self.stats = Stats()
-        # Acknowledged but not yet written to the ledger; flushed before each commit.
-        self.pending_ledger: list[LedgerEntry] = []
+    planner: RoutePlanner
+    starter: Starter
+    producer: AIOKafkaProducer
+    dlq_topic: str
+    ledger: Ledger | None
+    concurrency: int
+    on_done: Callable[[TopicPartition, int], None]
+    stopping: Callable[[], bool]
+    component: str = "router"
+    dry_run: bool = False
+    stats: Stats = field(default_factory=Stats, init=False)
+    # Acknowledged but not yet written to the ledger; flushed before each commit.
+    pending_ledger: list[LedgerEntry] = field(default_factory=list, init=False)
+
+    def __post_init__(self) -> None:
+        self.sem = asyncio.Semaphore(self.concurrency)
 
     async def submit(self, batch: list[ConsumerRecord]) -> list[asyncio.Task[None]]:
         """Plan a batch, look it up in the ledger once, and spawn one task per message."""

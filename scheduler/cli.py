@@ -11,7 +11,7 @@ import sys
 from typing import Any
 
 from pipeline import settings
-from pipeline.client_flags import add_connection_flags, run_with_settings
+from pipeline.client_flags import add_connection_flags, run_with_pool, run_with_settings
 from pipeline.clients import db_pool, temporal_client
 
 
@@ -29,14 +29,7 @@ async def sync_and_print(cfg: settings.Settings, pool: Any) -> int:
 
 
 def _schedules_sync(args: argparse.Namespace) -> int:
-    async def work(cfg: settings.Settings) -> int:
-        pool = await db_pool(cfg.database)
-        try:
-            return await sync_and_print(cfg, pool)
-        finally:
-            await pool.close()
-
-    return run_with_settings(args, work, "schedules sync")
+    return run_with_pool(args, sync_and_print, "schedules sync")
 
 
 def _pause_or_resume(args: argparse.Namespace) -> int:

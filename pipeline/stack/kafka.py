@@ -16,29 +16,19 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from pipeline.stack.procs import Proc, StackError, port_open, wait_for
-from pipeline.stack.settings import HOST, StackSettings
+from pipeline.stack.procs import StackError, wait_for
+from pipeline.stack.service import Service
+from pipeline.stack.settings import HOST
 from pipeline.stack.templates import template
 
 
 @dataclass
-class Kafka:
-    cfg: StackSettings
+class Kafka(Service):
+    name = "kafka"
+    port_setting = "kafka_port"
 
-    @property
-    def home(self) -> Path:
-        return self.cfg.dir.resolve() / "kafka"
-
-    @property
-    def proc(self) -> Proc:
-        return Proc(self.cfg.dir.resolve(), "kafka")
-
-    @property
-    def address(self) -> str:
-        return f"{HOST}:{self.cfg.kafka_port}"
-
-    def answering(self) -> bool:
-        return port_open(HOST, self.cfg.kafka_port) and _kafka_handshake(self.address)
+    def handshake(self) -> bool:
+        return _kafka_handshake(self.address)
 
     def libs(self) -> Path:
         """Fetch the broker jars with Maven once; returns the folder of jars."""

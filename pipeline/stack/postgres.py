@@ -12,21 +12,15 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from pipeline.stack.procs import Proc, StackError, wait_for
-from pipeline.stack.settings import HOST, StackSettings
+from pipeline.stack.procs import StackError, wait_for
+from pipeline.stack.service import Service
+from pipeline.stack.settings import HOST
 
 
 @dataclass
-class Postgres:
-    cfg: StackSettings
-
-    @property
-    def home(self) -> Path:
-        return self.cfg.dir.resolve() / "postgres"
-
-    @property
-    def proc(self) -> Proc:
-        return Proc(self.cfg.dir.resolve(), "postgres")
+class Postgres(Service):
+    name = "postgres"
+    port_setting = "pg_port"
 
     def external_url(self) -> str | None:
         """DATABASE_URL when it points somewhere other than the embedded server's address."""

