@@ -19,6 +19,22 @@ import orjson
 from pipeline import settings
 from pipeline.client_flags import add_connection_flags, run_with_pool
 from pipeline.clients import Unreachable
+from schemas.definitions import ActivityFile
+
+
+async def _apply_permits(pool: asyncpg.Pool, parsed: ActivityFile, file: str) -> int:
+    """Permit resources (workers.permits.apply): check references, then upsert."""
+    from workers.permits.apply import UnknownResources, apply_resources, check_references
+
+    try:
+        await check_references(pool, parsed)
+    except UnknownResources as exc:
+        for problem in exc.problems:
+            print(f"{file}: {problem}", file=sys.stderr)
+        return 2
+    for line in await apply_resources(pool, parsed):
+        print(line)
+    return 0
 
 
 def _apply(args: argparse.Namespace) -> int:
@@ -33,6 +49,8 @@ def _apply(args: argparse.Namespace) -> int:
         return 2
 
     async def work(cfg: settings.Settings, pool: asyncpg.Pool) -> int:
+        if (code := await _apply_permits(pool, parsed, args.file)) != 0:
+            return code
         results = await store.upsert(pool, list(parsed.activities))
         for act, result in zip(parsed.activities, results, strict=True):
             print(f"{result:<8} activity {act.id} ({act.name})")

@@ -22,6 +22,7 @@ COMMANDS = [
     "workers.cli",
     "definitions.cli",
     "scheduler.cli",
+    "workers.permits.cli",
 ]
 
 

@@ -30,6 +30,7 @@ with workflow.unsafe.imports_passed_through():
         RUN_ACTIVITY_WORKFLOW,
         FinishRunInput,
         LogRunInput,
+        PermitGrant,
         PlanTasksInput,
         RunActivityInput,
         RunActivityResult,
@@ -42,6 +43,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from workers.activities import RunActivities
     from workers.options import handler_options
+    from workers.permits.scope import hold_permit
 
 # Bookkeeping activities only touch PostgreSQL: retry them without limit (a
 # database outage delays runs, never fails them), with a capped backoff.
@@ -87,7 +89,8 @@ class TaskInstanceWorkflow:
             return TaskInstanceResult(inp.task_id, claim.status)
         await self._state(inp, "running")
         try:
-            await self._execute(inp)
+            async with hold_permit(inp.task_id, inp.spec.permit) as permit:
+                await self._execute(inp, permit)
         except (ActivityError, ValueError) as exc:
             error = describe(exc)
             await self._state(inp, "failed", error)
@@ -95,7 +98,7 @@ class TaskInstanceWorkflow:
         await self._state(inp, "succeeded")
         return TaskInstanceResult(inp.task_id, "succeeded")
 
-    async def _execute(self, inp: TaskInstanceInput) -> None:
+    async def _execute(self, inp: TaskInstanceInput, permit: PermitGrant | None = None) -> None:
         """One execution of the task's handler activity, with its own retry policy.
 
         Raises ActivityError when the handler fails for good (non-retryable, or
@@ -104,7 +107,7 @@ class TaskInstanceWorkflow:
         opts = handler_options(inp.spec.config)
         await workflow.execute_activity_method(
             RunActivities.run_handler,
-            RunHandlerInput(inp.task_id, inp.run_id, inp.activity_id, inp.spec),
+            RunHandlerInput(inp.task_id, inp.run_id, inp.activity_id, inp.spec, permit),
             start_to_close_timeout=timedelta(seconds=opts.timeout_seconds),
             heartbeat_timeout=timedelta(seconds=opts.heartbeat_timeout_seconds),
             retry_policy=RetryPolicy(

@@ -1,14 +1,7 @@
 """Task handlers: the registry keyed by task_type, and the built-in handlers."""
 
-from workers.handlers.base import (
-    Handler,
-    PermanentTaskError,
-    Resources,
-    RetryableTaskError,
-    TaskContext,
-    TaskError,
-    register,
-)
+from workers.handlers.base import Handler, Resources, TaskContext, register
+from workers.handlers.errors import PermanentTaskError, RetryableTaskError, TaskError
 from workers.handlers.registry import Registry, load_registry
 
 __all__ = [

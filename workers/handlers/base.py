@@ -1,4 +1,6 @@
-"""What a task handler is given, the shared clients it may use, and its error classes.
+"""What a task handler is given, and the shared clients it may use.
+
+Its error classes are in :mod:`workers.handlers.errors`.
 
 A handler is ``async def handler(ctx: TaskContext) -> None``. Returning means done.
 Raising :class:`PermanentTaskError` fails the task at once (no retry); any other
@@ -13,24 +15,16 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import httpx
 from aiokafka import AIOKafkaProducer
 
 from schemas.workflow_io import TaskSpec
+from workers.handlers.errors import PermanentTaskError
 
-
-class TaskError(Exception):
-    """Base of handler errors: :class:`PermanentTaskError` or :class:`RetryableTaskError`."""
-
-
-class PermanentTaskError(TaskError):
-    """Retrying cannot help (bad config, rejected request): fail the task now."""
-
-
-class RetryableTaskError(TaskError):
-    """A transient failure (5xx, timeout): let Temporal retry with backoff."""
+if TYPE_CHECKING:
+    from workers.permits.fencing import Permit
 
 
 class Resources:
@@ -81,6 +75,8 @@ class TaskContext:
     spec: TaskSpec
     attempt: int  # 1 on the first attempt
     resources: Resources
+    # The permit held while the handler runs (tasks with ``permit:``), else None.
+    permit: Permit | None = None
 
     @property
     def payload(self) -> dict[str, Any]:
