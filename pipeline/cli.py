@@ -15,6 +15,7 @@ import sys
 COMMANDS = [
     "pipeline.stack.manager",
     "pipeline.migrate_cmd",
+    "pipeline.temporal_setup",
     "pipeline.run_cmd",
     "ingress.cli",
     "router.cli",
@@ -22,6 +23,7 @@ COMMANDS = [
     "workers.cli",
     "definitions.cli",
     "scheduler.cli",
+    "ops.cli",
     "workers.permits.cli",
 ]
 

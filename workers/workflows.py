@@ -42,6 +42,7 @@ with workflow.unsafe.imports_passed_through():
         TaskStateResult,
     )
     from workers.activities import RunActivities
+    from workers.fixes import PausableTask
     from workers.options import handler_options
     from workers.permits.scope import hold_permit
 
@@ -52,6 +53,8 @@ _DB_RETRY = RetryPolicy(
     maximum_interval=timedelta(seconds=30),
 )  # fmt: skip
 _DB_TIMEOUT = timedelta(seconds=30)
+# Task outcomes a run counts; the rest of its tasks are duplicates.
+_COUNTED = ("succeeded", "failed", "skipped")
 
 
 async def _db(method, arg):  # type: ignore[no-untyped-def]
@@ -79,24 +82,31 @@ def describe(exc: BaseException) -> str:
 
 
 @workflow.defn(name="TaskInstanceWorkflow")
-class TaskInstanceWorkflow:
+class TaskInstanceWorkflow(PausableTask):
     @workflow.run
     async def run(self, inp: TaskInstanceInput) -> TaskInstanceResult:
         claim = await self._state(inp, "pending")
         if not claim.claimed:
             return TaskInstanceResult(inp.task_id, "duplicate")
-        if claim.status in ("succeeded", "failed"):  # finished by an earlier execution
+        if claim.status in ("succeeded", "failed", "skipped"):  # finished by an earlier execution
             return TaskInstanceResult(inp.task_id, claim.status)
         await self._state(inp, "running")
         try:
-            async with hold_permit(inp.task_id, inp.spec.permit) as permit:
-                await self._execute(inp, permit)
+            # on_failure=pause: a permanent failure waits for a fix (workers.fixes); the
+            # permit is held per attempt, so a paused task holds none while it waits.
+            status = await self._recoverable(inp, self._attempt, describe)
         except (ActivityError, ValueError) as exc:
             error = describe(exc)
             await self._state(inp, "failed", error)
             return TaskInstanceResult(inp.task_id, "failed", error)
-        await self._state(inp, "succeeded")
-        return TaskInstanceResult(inp.task_id, "succeeded")
+        if status == "succeeded":
+            await self._state(inp, "succeeded")
+        return TaskInstanceResult(inp.task_id, status)
+
+    async def _attempt(self, inp: TaskInstanceInput) -> None:
+        """One handler execution, holding the task's permit (if it asks for one)."""
+        async with hold_permit(inp.task_id, inp.spec.permit) as permit:
+            await self._execute(inp, permit)
 
     async def _execute(self, inp: TaskInstanceInput, permit: PermitGrant | None = None) -> None:
         """One execution of the task's handler activity, with its own retry policy.
@@ -149,7 +159,8 @@ class RunActivityWorkflow:
                 f"planning failed: {describe(exc)}", type="PlanFailed", non_retryable=True
             ) from exc
         results = await asyncio.gather(*(self._child(inp, spec) for spec in planned.tasks))
-        counts = {s: sum(r.status == s for r in results) for s in ("succeeded", "failed")}
+        counts = {s: sum(r.status == s for r in results) for s in _COUNTED}
+        # A task an operator skipped does not fail the run (it is counted apart).
         status = "failed" if counts["failed"] else "succeeded"
         await self._finish(inp.run_id, status)
         return RunActivityResult(
@@ -158,7 +169,8 @@ class RunActivityWorkflow:
             tasks_total=len(results),
             tasks_succeeded=counts["succeeded"],
             tasks_failed=counts["failed"],
-            tasks_duplicate=len(results) - counts["succeeded"] - counts["failed"],
+            tasks_duplicate=len(results) - sum(counts.values()),
+            tasks_skipped=counts["skipped"],
         )
 
     async def _child(self, inp: RunActivityInput, spec: TaskSpec) -> TaskInstanceResult:

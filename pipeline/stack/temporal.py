@@ -15,6 +15,7 @@ from pathlib import Path
 from pipeline.stack.procs import StackError, wait_for
 from pipeline.stack.service import Service
 from pipeline.stack.settings import HOST
+from pipeline.temporal_setup import register_on, start_dev_flags
 
 
 @dataclass
@@ -26,6 +27,12 @@ class Temporal(Service):
         return _temporal_handshake(self.address)
 
     def ensure(self) -> str:
+        state = self._ensure()
+        # A dev server started before the pipeline had search attributes lacks them.
+        register_on(self.address)
+        return state
+
+    def _ensure(self) -> str:
         if self.answering():
             return "already running"
         if self.proc.pid() is not None:
@@ -55,6 +62,7 @@ class Temporal(Service):
             "synchronous=normal",
             "--log-level",
             "warn",
+            *start_dev_flags(),  # pause-and-fix search attributes
         ]
         if self.cfg.temporal_ui:
             argv += ["--ui-port", str(self.cfg.temporal_ui_port)]

@@ -21,6 +21,7 @@ PACKAGES = (
     "workers",
     "scheduler",
     "definitions",
+    "ops",
 )
 
 
