@@ -23,7 +23,9 @@ from typing import Any
 
 from pipeline.settings import ConfigError
 from workers.handlers import builtin
-from workers.handlers.base import Handler, is_registered, task_type_of
+from workers.handlers.base import Handler, is_registered, register, task_type_of
+
+__all__ = ["ENTRY_POINT_GROUP", "Registry", "add_from_spec", "load_registry", "register"]
 
 log = logging.getLogger(__name__)
 
