@@ -30,7 +30,7 @@ async def child() -> None:
     from temporalio.client import Client
 
     from pipeline import db, settings
-    from router.replay import Replayer, ReplayRange
+    from replay.topic import Replayer, ReplayRange
     from router.settings import RouterSettings
 
     cfg = settings.load_settings(process__metrics_port=0)

@@ -25,8 +25,8 @@ from bench.common import (
     verdict,
     write_result,
 )
+from replay.topic import Replayer, ReplayRange
 from router.ledger import Ledger, LedgerEntry
-from router.replay import Replayer, ReplayRange
 from router.settings import RouterSettings
 from schemas import ids
 

@@ -34,19 +34,19 @@ from temporalio.converter import DataConverter
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
+from definitions import store as activity_store
 from scheduler import store, timing
 from scheduler.io import CronFireInput
 from scheduler.spec import (
     DISABLED_NOTE,
     FINGERPRINT_MEMO,
     OPERATOR_NOTE,
-    SCHEDULE_PREFIX,
     TASK_QUEUE_MEMO,
     build_schedule,
     fingerprint,
-    schedule_id,
 )
 from schemas.definitions import ActivityDef, CronTrigger
+from schemas.ids import SCHEDULE_PREFIX, dispatcher_workflow_id, schedule_id
 
 RESUMED_NOTE = "resumed by ingest"
 
@@ -124,7 +124,7 @@ async def ensure(client: Client, act: ActivityDef, task_queue: str) -> list[Chan
 
 async def reconcile(client: Client, pool: asyncpg.Pool, task_queue: str) -> list[Change]:
     """Every change needed so that schedules match the cron activities in ``pool``."""
-    activities = await store.cron_activities(pool)
+    activities = await activity_store.cron_activities(pool)
     wanted = {schedule_id(a.id) for a in activities}
     changes: list[Change] = []
     for act in activities:
@@ -166,7 +166,7 @@ async def resume(
     its result is awaited up to ``wait`` seconds (a worker must be polling).
     """
     await client.get_schedule_handle(schedule_id(activity_id)).unpause(note=RESUMED_NOTE)
-    act = await store.get(pool, activity_id)
+    act = await activity_store.get(pool, activity_id)
     if act is None or not isinstance(act.trigger, CronTrigger):
         return "resumed (activity not in the database: run `ingest schedules sync`)"
     at = datetime.now(UTC)
@@ -203,7 +203,7 @@ async def _apply_now(
     wait: float,
 ) -> str:
     """Start the dispatcher of ``latest`` with ``resumed_at``; describe what it did."""
-    from scheduler.dispatcher import CronFireWorkflow, dispatcher_workflow_id
+    from scheduler.dispatcher import CronFireWorkflow
 
     wid = dispatcher_workflow_id(activity_id, latest)
     try:

@@ -1,4 +1,4 @@
-"""Database helpers: seed activity rows the way an operator's file would."""
+"""Database helpers: seed activity rows the way an operator's file would (definitions.store)."""
 
 from __future__ import annotations
 
@@ -7,6 +7,9 @@ from typing import Any
 
 import asyncpg
 import orjson
+
+from definitions import store
+from schemas.definitions import ActivityDef
 
 
 async def seed_activity(
@@ -20,15 +23,16 @@ async def seed_activity(
 ) -> str:
     """Insert one activity (event-triggered on ``event_type`` unless ``trigger``); its id."""
     aid = activity_id or uuid.uuid4()
-    trig = trigger or {"type": "event", "event_type": event_type}
-    await pool.execute(
-        "INSERT INTO activities (id, name, enabled, trigger, tasks) VALUES ($1, $2, $3, $4, $5)",
-        aid,
-        f"test {aid}",
-        enabled,
-        orjson.dumps(trig).decode(),
-        orjson.dumps(tasks if tasks is not None else [{"type": "noop"}]).decode(),
+    act = ActivityDef.model_validate(
+        {
+            "id": aid,
+            "name": f"test {aid}",
+            "enabled": enabled,
+            "trigger": trigger or {"type": "event", "event_type": event_type},
+            "tasks": tasks if tasks is not None else [{"type": "noop"}],
+        }
     )
+    await store.upsert(pool, [act])
     return str(aid)
 
 

@@ -8,7 +8,7 @@ import json
 from aiokafka import TopicPartition
 
 from pipeline import kafka
-from router.replay import topic_partitions
+from replay.session import topic_partitions
 from tests.support.db import event, seed_activity
 from tests.support.kafka import produce
 

@@ -21,9 +21,10 @@ from typing import Any
 
 import pytest
 
-from scheduler import store, sync
-from scheduler.spec import schedule_id
+from definitions import store
+from scheduler import sync
 from schemas.definitions import ActivityDef
+from schemas.ids import schedule_id
 from tests.support import ROOT, db, kafka
 from tests.support.net import free_port
 from tests.support.runs import event_run, insert_activity, start_run

@@ -15,12 +15,12 @@ import pytest
 from temporalio.client import Client
 from temporalio.service import RPCError
 
+from definitions import store
 from pipeline.parts import worker_parts
 from pipeline.runtime import Shutdown
 from pipeline.settings import Settings
-from scheduler import store
-from scheduler.spec import schedule_id
 from schemas.definitions import ActivityDef
+from schemas.ids import schedule_id
 from workers.handlers import load_registry
 from workers.settings import WorkerSettings
 from workers.worker import run_worker

@@ -11,7 +11,7 @@ import asyncio
 from datetime import UTC, datetime, timedelta
 
 from scheduler import sync
-from scheduler.spec import schedule_id
+from schemas.ids import schedule_id
 from tests.support.db import cron_runs, nominal_times
 from tests.support.metrics import metric_value
 from tests.support.wait import eventually, quiet

@@ -52,7 +52,7 @@ TARGET_LABELS = frozenset({"job", "instance", "namespace", "pod"})
 HISTOGRAM_SUFFIXES = ("_bucket", "_sum", "_count")
 
 
-# Runbook anchors in the README's "Operating" section that alerts may link to.
+# Runbook anchors in the operating runbook (docs/operating.md) that alerts may link to.
 RUNBOOK_ANCHORS = frozenset(
     {
         "lag-growing",

@@ -58,6 +58,13 @@ def _slug(heading: str) -> str:
     return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
 
 
+def test_runbook_anchors_exist_in_the_runbook() -> None:
+    text = (ROOT / "docs" / "operating.md").read_text()
+    anchors = {_slug(h) for h in re.findall(r"^#{2,4} (.+)$", text, re.M)}
+    missing = RUNBOOK_ANCHORS - anchors
+    assert not missing, f"docs/operating.md lacks runbook headings for {sorted(missing)}"
+
+
 def test_runbook_links_resolve() -> None:
     """Every alert's runbook_url names a Markdown file of the repository and one of its headings."""
     for rule in _alert_rules():
