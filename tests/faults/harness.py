@@ -39,6 +39,7 @@ from aiokafka import AIOKafkaProducer
 from schemas import ids
 from tests.support import ROOT, kafka, metrics
 from tests.support.net import free_port
+from tests.support.process import clean_env
 from tests.support.wait import eventually, quiet, wait_until
 
 FULL = os.environ.get("FAULTS_SCALE", "").lower() == "full"
@@ -205,13 +206,8 @@ class Pipeline:
         self._n = Counter[str]()
 
     def env(self, kind: str, metrics: bool = False, **extra: str) -> dict[str, str]:
-        env = {
-            k: v
-            for k, v in os.environ.items()
-            if not k.startswith(("KAFKA_", "TEMPORAL_", "INGEST_")) and k != "DATABASE_URL"
-        }
-        env.update(
-            {
+        env = clean_env(
+            **{
                 "KAFKA_BOOTSTRAP_SERVERS": self.ep.kafka,
                 "KAFKA_RAW_TOPIC": self.topics.raw,
                 "KAFKA_EVENTS_TOPIC": self.topics.events,

@@ -8,13 +8,13 @@ in stdout or stderr.
 from __future__ import annotations
 
 import asyncio
-import os
 import sys
 import time
 
 import pytest
 
 from tests.support import ROOT
+from tests.support.process import clean_env
 
 BOUND = 45  # seconds a process may take to give up
 
@@ -45,13 +45,8 @@ async def _run(kind: str, env: dict[str, str]) -> tuple[int, str, float]:
 
 
 def _base(stack, **extra: str) -> dict[str, str]:
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("KAFKA_", "TEMPORAL_", "INGEST_")) and k != "DATABASE_URL"
-    }
-    env.update(
-        {
+    env = clean_env(
+        **{
             "KAFKA_BOOTSTRAP_SERVERS": stack.kafka,
             "TEMPORAL_ADDRESS": stack.temporal,
             "DATABASE_URL": stack.admin_db_url,

@@ -12,7 +12,6 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import socket
 import sys
 import uuid
@@ -27,6 +26,7 @@ from schemas.definitions import ActivityDef
 from schemas.ids import schedule_id
 from tests.support import ROOT, db, kafka
 from tests.support.net import free_port
+from tests.support.process import clean_env
 from tests.support.runs import event_run, insert_activity, start_run
 from tests.support.wait import eventually
 
@@ -35,13 +35,8 @@ LANES = 5  # commands in flight at once: they are processes on a 2-core machine
 
 
 def _env(cfg: Any, **extra: str) -> dict[str, str]:
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("KAFKA_", "TEMPORAL_", "INGEST_")) and k != "DATABASE_URL"
-    }
-    env.update(
-        {
+    env = clean_env(
+        **{
             "KAFKA_BOOTSTRAP_SERVERS": cfg.kafka.bootstrap_servers,
             "KAFKA_RAW_TOPIC": cfg.kafka.raw_topic,
             "KAFKA_EVENTS_TOPIC": cfg.kafka.events_topic,
