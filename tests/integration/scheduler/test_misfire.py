@@ -39,7 +39,9 @@ async def _pause(temporal, db_pool, act) -> datetime:
         return max(a.scheduled_at for a in desc.info.recent_actions)
 
     # A fire the pause did not beat shows up in recent_actions: wait until it is stable.
-    last = await quiet(newest_action, "the schedule's newest action", period=1.0, timeout=15)
+    last = await quiet(
+        newest_action, "the schedule's newest action", period=0.5, timeout=15, interval=0.1
+    )
     desc = await handle.describe()
     assert desc.schedule.state.paused
     return last
