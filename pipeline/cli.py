@@ -5,7 +5,7 @@ Each subcommand lives in its own module, which registers itself with
 is the exit code. :func:`dispatch` turns the errors every command shares into
 exit codes (a bad setting: one line, 2; Ctrl-C: 130). :func:`entry` ends the
 process with that code; ``ingest`` (the console script), ``python -m pipeline.cli``,
-``python -m ingress``, ``python -m workers.cli`` and ``python -m router.replay_cmd``
+``python -m ingress``, ``python -m workers.cli`` and ``python -m replay.cli``
 all end through it.
 """
 
