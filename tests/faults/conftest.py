@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from tests.faults.cluster import cluster_topics, kafka_cluster  # noqa: F401  (fixtures)
 from tests.faults.harness import FIGURES, FULL
 
 COLUMNS = [
