@@ -40,6 +40,7 @@ from schemas import ids
 from tests import helpers
 from tests.conftest import Topics
 from tests.faults import harness as h
+from tests.faults.dashboard import Dashboard
 
 BAD_EVERY = 25  # one raw message in 25 is malformed and must end in the DLQ
 BAD_PREFIX = b"not json "
@@ -117,6 +118,7 @@ class Ctx:
     topics: Topics
     pool: asyncpg.Pool
     producing: asyncio.Task[None]
+    dashboard: Dashboard
 
     async def routing_progressed(self) -> None:
         """Until the router starts something new: a fault then lands mid-stream."""
@@ -160,14 +162,17 @@ async def run(
     stream = Stream()
     done = asyncio.Event()
     producing: asyncio.Task[None] | None = None
+    sampling: asyncio.Task[None] | None = None
     try:
-        for kind in ("ingress", "router", "worker"):
-            await pipe.spawn(kind)
+        children = {kind: await pipe.spawn(kind, metrics=True) for kind in ("ingress", "router")}
+        await pipe.spawn("worker")
+        dashboard = Dashboard(children, tmp / "dashboard.csv")
+        sampling = asyncio.create_task(dashboard.run())
         producing = asyncio.create_task(
             produce_until(cluster.bootstrap, topics.raw, etype, done, min_events, rate, stream)
         )
         t_fault = time.monotonic()
-        faults = await fault(Ctx(cluster, pipe, topics, pool, producing))
+        faults = await fault(Ctx(cluster, pipe, topics, pool, producing, dashboard))
         faults["fault_s"] = round(time.monotonic() - t_fault)
         done.set()
         await producing
@@ -182,13 +187,15 @@ async def run(
             )
         for child in pipe.children:
             child.assert_alive()
+        faults.update(dashboard.figures())
     except BaseException:
         print(pipe.logs())
         raise
     finally:
         done.set()
-        if producing is not None and not producing.done():
-            producing.cancel()
+        for task in (producing, sampling):
+            if task is not None and not task.done():
+                task.cancel()
         await pipe.close()
     figures = {**figures, **faults, "seconds": round(time.monotonic() - t0)}
     h.record(scenario, **figures)
@@ -224,6 +231,7 @@ async def _check(
     assert set(dlq) == bad, f"DLQ: missing {bad - set(dlq)}, unexpected {set(dlq) - bad}"
 
     delays = await _route_delays(temporal, task_queue, aid, topics.raw, raw, good)
+    worst = max(delays, key=lambda pair: pair[1])
     return {
         "events": len(raw),
         "lost": outcome.lost,
@@ -235,8 +243,9 @@ async def _check(
         "dlq_copies": sum(dlq.values()) - len(dlq),
         "acked_lost": len(changed),
         "producer_retries": stream.retries,
-        "stall_s": round(max(delays), 1),
-        "route_p50_s": round(statistics.median(delays), 2),
+        "stall_s": round(worst[1], 1),
+        "stall_at": time.strftime("%H:%M:%S", time.localtime(worst[0])),
+        "route_p50_s": round(statistics.median(d for _, d in delays), 2),
     }
 
 
@@ -255,12 +264,13 @@ async def _route_delays(
     raw_topic: str,
     raw: dict[tuple[int, int], Any],
     good: list[tuple[int, int]],
-) -> list[float]:
-    """Per good raw message: seconds from its append to the raw topic to its workflow's start."""
+) -> list[tuple[float, float]]:
+    """Per good raw message: (its append time to the raw topic, seconds until its workflow
+    started)."""
     produced = {
         ids.event_workflow_id(aid, ids.source_event_id(raw_topic, p, o)): raw[(p, o)].timestamp
         for p, o in good
     }
     query = f"TaskQueue = '{task_queue}' AND WorkflowType = 'RunActivityWorkflow'"
     started = {w.id: w.start_time.timestamp() async for w in temporal.list_workflows(query)}
-    return [max(0.0, started[wid] - ts / 1000) for wid, ts in produced.items()]
+    return [(ts / 1000, max(0.0, started[wid] - ts / 1000)) for wid, ts in produced.items()]

@@ -28,15 +28,21 @@ from tests.faults.failover import Ctx, Fault, run
 
 DOWN = 10  # seconds a SIGKILLed broker stays down
 KILLS = h.scaled(1, 3)
-RATE = h.scaled(3, 20)  # raw events per second while the faults go on
+RATE = h.scaled(2, 20)  # raw events per second while the faults go on
 TIMEOUT = h.scaled(300, h.drain_seconds(4000) + 900)
 
 
 async def _kill_and_restart(ctx: Ctx, node: int) -> None:
+    ctx.dashboard.fault = True
+    ctx.dashboard.mark(f"SIGKILL node {node}")
     await asyncio.to_thread(ctx.cluster.kill, node)
     await asyncio.sleep(DOWN)
+    ctx.dashboard.mark(f"start node {node}")
     await asyncio.to_thread(ctx.cluster.start, node)
+    ctx.dashboard.mark(f"node {node} answers")
     await all_in_sync(ctx.cluster)
+    ctx.dashboard.mark("all replicas in sync")
+    ctx.dashboard.fault = False
 
 
 async def _leader_kills(ctx: Ctx) -> dict[str, Any]:
@@ -65,19 +71,25 @@ async def _rolling_restart(ctx: Ctx) -> dict[str, Any]:
     stops = []
     for node in ctx.cluster.nodes:
         await ctx.routing_progressed()
+        ctx.dashboard.fault = True
+        ctx.dashboard.mark(f"SIGTERM node {node.node_id}")
         stops.append(await asyncio.to_thread(ctx.cluster.terminate, node.node_id))
+        ctx.dashboard.mark(f"node {node.node_id} exited; starting it")
         await asyncio.to_thread(ctx.cluster.start, node.node_id)
+        ctx.dashboard.mark(f"node {node.node_id} answers")
         await all_in_sync(ctx.cluster)
+        ctx.dashboard.mark("all replicas in sync")
+        ctx.dashboard.fault = False
     await ctx.routing_progressed()
     return {"kills": 0, "restarts": len(stops), "sigterm_max_s": round(max(stops), 1)}
 
 
 SCENARIOS = [
-    pytest.param("11 Kafka leader SIGKILL", _leader_kills, h.scaled(60, 2000), id="leader-sigkill"),
+    pytest.param("11 Kafka leader SIGKILL", _leader_kills, h.scaled(40, 2000), id="leader-sigkill"),
     pytest.param(
-        "12 Kafka coordinator SIGKILL", _coordinator_kill, h.scaled(60, 1000), id="coordinator"
+        "12 Kafka coordinator SIGKILL", _coordinator_kill, h.scaled(40, 1000), id="coordinator"
     ),
-    pytest.param("13 Kafka rolling restart", _rolling_restart, h.scaled(60, 1500), id="rolling"),
+    pytest.param("13 Kafka rolling restart", _rolling_restart, h.scaled(40, 1500), id="rolling"),
 ]
 
 
