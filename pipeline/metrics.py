@@ -69,3 +69,48 @@ MISFIRES = Counter(
     "Scheduled nominal times that fired late or not at all, by misfire policy.",
     ["policy"],
 )
+TASKS_PENDING_FIX = Gauge(
+    "pipeline_tasks_pending_fix",
+    "Tasks paused as pending_fix, waiting for an operator (set by the ops service from the"
+    " database).",
+    ["activity", "task_type"],
+)
+TASK_PENDING_FIX_OLDEST = Gauge(
+    "pipeline_task_pending_fix_oldest_seconds",
+    "Age of the oldest task paused as pending_fix (set by the ops service).",
+    ["activity", "task_type"],
+)
+TASK_FIXES = Counter(
+    "pipeline_task_fixes_total",
+    "Operator actions on paused tasks (fix, skip, abort), counted by the worker once each.",
+    ["action"],
+)
+
+# Permits (workers/permits). Workflow code cannot count deterministically, so the
+# permit local activities count (once per acquire/round/end, when they write the
+# row), and the worker's refresher sets the gauges from PostgreSQL.
+PERMITS_HELD = Gauge(
+    "pipeline_permits_held",
+    "Permits currently held per resource (from permit_slots; the same in every worker).",
+    ["resource"],
+)
+PERMIT_CAPACITY = Gauge(
+    "pipeline_permit_capacity",
+    "Declared capacity per resource (permit_resources).",
+    ["resource"],
+)
+PERMIT_WAIT = Histogram(
+    "pipeline_permit_wait_seconds",
+    "Time from a task's first acquire attempt to holding a permit.",
+    buckets=(0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600),
+)
+PERMIT_CONFLICTS = Counter(
+    "pipeline_permit_acquire_conflicts_total",
+    "Acquire attempts that found the slot busy (WorkflowAlreadyStartedError).",
+    ["resource"],
+)
+PERMIT_LEASE_EXPIRED = Counter(
+    "pipeline_permit_lease_expired_total",
+    "Permits that ended because their lease ran out, not by release.",
+    ["resource"],
+)

@@ -34,6 +34,7 @@ class RunActivityResult:
     tasks_succeeded: int
     tasks_failed: int
     tasks_duplicate: int
+    tasks_skipped: int = 0  # skipped by an operator while pending_fix (the run goes on)
 
 
 @dataclass(frozen=True)
@@ -53,6 +54,14 @@ class FinishRunInput:
 
 
 @dataclass(frozen=True)
+class PermitRequest:
+    """A task's ``permit``: the resource, and its own lease (None: the resource's)."""
+
+    resource: str
+    lease_seconds: int | None = None
+
+
+@dataclass(frozen=True)
 class TaskSpec:
     """One planned task: what ``plan_tasks`` returns and a child workflow runs."""
 
@@ -61,6 +70,8 @@ class TaskSpec:
     payload: dict[str, Any] = field(default_factory=dict)
     config: dict[str, Any] = field(default_factory=dict)
     idempotency_key: str | None = None
+    on_failure: str = "fail"  # "fail" | "pause" (see schemas.definitions.TaskDef)
+    permit: PermitRequest | None = None
 
 
 @dataclass(frozen=True)
@@ -84,7 +95,7 @@ class TaskInstanceInput:
 @dataclass(frozen=True)
 class TaskInstanceResult:
     task_id: str
-    status: str  # "succeeded" | "failed" | "duplicate"
+    status: str  # "succeeded" | "failed" | "duplicate" | "skipped"
     error: str | None = None
 
 
@@ -93,7 +104,7 @@ class TaskStateInput:
     task_id: str
     run_id: str
     spec: TaskSpec
-    status: str  # "pending" | "running" | "succeeded" | "failed" | "duplicate"
+    status: str  # "pending" | "running" | "pending_fix" | "succeeded" | "failed" | "skipped"
     error: str | None = None
 
 
@@ -111,3 +122,122 @@ class RunHandlerInput:
     run_id: str
     activity_id: str
     spec: TaskSpec
+    permit: PermitGrant | None = None  # set while the task holds a permit
+
+
+# --- permits (workers/permits) ---------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PermitGrant:
+    """A held permit as the handler sees it (``ctx.permit``)."""
+
+    resource: str
+    slot: str
+    token: int  # fencing token: rises on every acquire of this (resource, slot)
+    permit_run_id: str  # the PermitSlotWorkflow run holding the slot
+
+
+@dataclass(frozen=True)
+class PermitSlotInput:
+    resource: str
+    slot: str
+    lease_seconds: float
+    holder: str  # the workflow id of the holder (a task id)
+
+
+@dataclass(frozen=True)
+class PermitReleaseSignal:
+    reason: str = "released"
+
+
+@dataclass(frozen=True)
+class PermitRoundInput:
+    """One acquire round is about to start; ``busy`` slots were found in the last one."""
+
+    resource: str
+    busy: int = 0
+
+
+@dataclass(frozen=True)
+class PermitLimits:
+    """A resource's current declaration (read at every round: changes apply to new acquires)."""
+
+    capacity: int
+    lease_seconds: float
+    backoff_seconds: float
+    max_backoff_seconds: float
+
+
+@dataclass(frozen=True)
+class PermitAcquiredInput:
+    resource: str
+    slot: str
+    permit_run_id: str
+    holder: str
+    lease_seconds: float
+    waited_seconds: float  # workflow time from the first attempt to the acquire
+    busy: int  # busy slots found in the last round before this acquire
+
+
+@dataclass(frozen=True)
+class PermitEndedInput:
+    resource: str
+    slot: str
+    permit_run_id: str
+    outcome: str  # "released" | "lease_expired"
+
+
+# --- pause-and-fix (workers.fixes): the operator's Workflow Updates and the audit
+
+
+@dataclass(frozen=True)
+class FixRequest:
+    """The argument of the ``fix``, ``skip`` and ``abort`` updates of a paused task.
+
+    ``patch`` is a JSON merge patch (RFC 7396) to the task payload; only ``fix``
+    reads it. ``actor`` is who acted (kept in the audit), ``note`` why.
+    """
+
+    actor: str
+    patch: Any = None
+    note: str | None = None
+
+
+@dataclass(frozen=True)
+class FixEntry:
+    """One accepted operator action, as kept in task_fixes and the queryable state."""
+
+    seq: int  # 1, 2, ... per task
+    action: str  # "fix" | "skip" | "abort"
+    actor: str
+    error: str  # the error this action answered
+    at: str  # ISO-8601 UTC (workflow time)
+    patch: dict[str, Any] | None = None
+    note: str | None = None
+
+
+@dataclass(frozen=True)
+class FixResult:
+    task_id: str
+    action: str
+    seq: int
+
+
+@dataclass(frozen=True)
+class FixState:
+    """The ``fix_state`` query of TaskInstanceWorkflow."""
+
+    status: str  # "running" | "pending_fix" | "retrying" | "skipped" | "aborted" | "done"
+    error: str | None
+    payload: dict[str, Any]
+    fixes: list[FixEntry]
+
+
+@dataclass(frozen=True)
+class RecordFixInput:
+    task_id: str
+    run_id: str
+    task_type: str
+    entry: FixEntry
+    payload: dict[str, Any] | None = None  # a fix: the patched payload the retry runs with

@@ -39,12 +39,13 @@ from schemas.workflow_io import (
 )
 from workers import store
 from workers.handlers import PermanentTaskError, Registry, Resources, TaskContext
+from workers.permits.fencing import permit_for
 from workers.planning import PlanError, plan
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 RUN_STATUSES = ("succeeded", "failed")
-TASK_TRANSITIONS = ("pending", "running", "succeeded", "failed")
+TASK_TRANSITIONS = ("pending", "running", "pending_fix", "succeeded", "failed", "skipped")
 
 
 def _permanent(message: str, kind: str = "InvalidInput") -> NoReturn:
@@ -169,6 +170,7 @@ class RunActivities:
             spec=inp.spec,
             attempt=info.attempt,
             resources=self._resources,
+            permit=permit_for(self._pool, inp.permit),
         )
         hb = info.heartbeat_timeout.total_seconds() / 3 if info.heartbeat_timeout else None
         try:

@@ -9,7 +9,7 @@ dependencies and returns what to register.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,6 +38,8 @@ class WorkerPart:
     name: str
     workflows: Sequence[type] = ()
     activities: Sequence[Callable[..., Any]] = ()
+    # Coroutines run beside the worker (e.g. gauge refreshers), cancelled at shutdown.
+    background: Sequence[Callable[[], Coroutine[Any, Any, None]]] = ()
 
 
 PartFactory = Callable[[PartDeps], WorkerPart]
@@ -46,7 +48,11 @@ PartFactory = Callable[[PartDeps], WorkerPart]
 def core_part(deps: PartDeps) -> WorkerPart:
     """RunActivityWorkflow, its TaskInstanceWorkflow children and their activities."""
     from workers.activities import RunActivities
+    from workers.fix_audit import FixActivities
     from workers.workflows import RunActivityWorkflow, TaskInstanceWorkflow
 
     acts = RunActivities(deps.pool, deps.registry, deps.resources)
-    return WorkerPart("runs", (RunActivityWorkflow, TaskInstanceWorkflow), acts.all())
+    fixes = FixActivities(deps.pool)  # TaskInstanceWorkflow's pause-and-fix audit
+    return WorkerPart(
+        "runs", (RunActivityWorkflow, TaskInstanceWorkflow), [*acts.all(), *fixes.all()]
+    )

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from schemas.definitions import TaskDef
-from schemas.workflow_io import RunActivityInput, TaskSpec
+from schemas.workflow_io import PermitRequest, RunActivityInput, TaskSpec
 from workers.options import handler_options
 from workers.templates import TemplateError, render
 
@@ -82,6 +82,12 @@ def plan(defs: Sequence[TaskDef], run: RunActivityInput) -> list[TaskSpec]:
                     payload=payload,
                     config=dict(task.config),
                     idempotency_key=key,
+                    on_failure=task.on_failure or "fail",
+                    permit=(
+                        PermitRequest(task.permit.resource, task.permit.lease_seconds)
+                        if task.permit is not None
+                        else None
+                    ),
                 )
             )
     return specs

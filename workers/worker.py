@@ -84,6 +84,7 @@ async def run_worker(
     built = [factory(deps) for factory in parts]
     worker = build_worker(client, settings, wcfg, built)
     running = asyncio.create_task(worker.run())
+    background = [asyncio.create_task(fn()) for part in built for fn in part.background]
     server = None
     code = 0
     try:
@@ -111,6 +112,9 @@ async def run_worker(
             await worker.shutdown()
             with contextlib.suppress(Exception):
                 await running
+        for task in background:
+            task.cancel()
+        await asyncio.gather(*background, return_exceptions=True)
         if server is not None:
             server.close()
         await resources.close()

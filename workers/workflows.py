@@ -29,6 +29,7 @@ with workflow.unsafe.imports_passed_through():
     from schemas.workflow_io import (
         FinishRunInput,
         LogRunInput,
+        PermitGrant,
         PlanTasksInput,
         RunActivityInput,
         RunActivityResult,
@@ -40,7 +41,9 @@ with workflow.unsafe.imports_passed_through():
         TaskStateResult,
     )
     from workers.activities import RunActivities
+    from workers.fixes import PausableTask
     from workers.options import handler_options
+    from workers.permits.scope import hold_permit
 
 # Bookkeeping activities only touch PostgreSQL: retry them without limit (a
 # database outage delays runs, never fails them), with a capped backoff.
@@ -49,6 +52,8 @@ _DB_RETRY = RetryPolicy(
     maximum_interval=timedelta(seconds=30),
 )  # fmt: skip
 _DB_TIMEOUT = timedelta(seconds=30)
+# Task outcomes a run counts; the rest of its tasks are duplicates.
+_COUNTED = ("succeeded", "failed", "skipped")
 
 
 async def _db(method, arg):  # type: ignore[no-untyped-def]
@@ -76,25 +81,33 @@ def describe(exc: BaseException) -> str:
 
 
 @workflow.defn(name="TaskInstanceWorkflow")
-class TaskInstanceWorkflow:
+class TaskInstanceWorkflow(PausableTask):
     @workflow.run
     async def run(self, inp: TaskInstanceInput) -> TaskInstanceResult:
         claim = await self._state(inp, "pending")
         if not claim.claimed:
             return TaskInstanceResult(inp.task_id, "duplicate")
-        if claim.status in ("succeeded", "failed"):  # finished by an earlier execution
+        if claim.status in ("succeeded", "failed", "skipped"):  # finished by an earlier execution
             return TaskInstanceResult(inp.task_id, claim.status)
         await self._state(inp, "running")
         try:
-            await self._execute(inp)
+            # on_failure=pause: a permanent failure waits for a fix (workers.fixes); the
+            # permit is held per attempt, so a paused task holds none while it waits.
+            status = await self._recoverable(inp, self._attempt, describe)
         except (ActivityError, ValueError) as exc:
             error = describe(exc)
             await self._state(inp, "failed", error)
             return TaskInstanceResult(inp.task_id, "failed", error)
-        await self._state(inp, "succeeded")
-        return TaskInstanceResult(inp.task_id, "succeeded")
+        if status == "succeeded":
+            await self._state(inp, "succeeded")
+        return TaskInstanceResult(inp.task_id, status)
 
-    async def _execute(self, inp: TaskInstanceInput) -> None:
+    async def _attempt(self, inp: TaskInstanceInput) -> None:
+        """One handler execution, holding the task's permit (if it asks for one)."""
+        async with hold_permit(inp.task_id, inp.spec.permit) as permit:
+            await self._execute(inp, permit)
+
+    async def _execute(self, inp: TaskInstanceInput, permit: PermitGrant | None = None) -> None:
         """One execution of the task's handler activity, with its own retry policy.
 
         Raises ActivityError when the handler fails for good (non-retryable, or
@@ -103,7 +116,7 @@ class TaskInstanceWorkflow:
         opts = handler_options(inp.spec.config)
         await workflow.execute_activity_method(
             RunActivities.run_handler,
-            RunHandlerInput(inp.task_id, inp.run_id, inp.activity_id, inp.spec),
+            RunHandlerInput(inp.task_id, inp.run_id, inp.activity_id, inp.spec, permit),
             start_to_close_timeout=timedelta(seconds=opts.timeout_seconds),
             heartbeat_timeout=timedelta(seconds=opts.heartbeat_timeout_seconds),
             retry_policy=RetryPolicy(
@@ -145,7 +158,8 @@ class RunActivityWorkflow:
                 f"planning failed: {describe(exc)}", type="PlanFailed", non_retryable=True
             ) from exc
         results = await asyncio.gather(*(self._child(inp, spec) for spec in planned.tasks))
-        counts = {s: sum(r.status == s for r in results) for s in ("succeeded", "failed")}
+        counts = {s: sum(r.status == s for r in results) for s in _COUNTED}
+        # A task an operator skipped does not fail the run (it is counted apart).
         status = "failed" if counts["failed"] else "succeeded"
         await self._finish(inp.run_id, status)
         return RunActivityResult(
@@ -154,7 +168,8 @@ class RunActivityWorkflow:
             tasks_total=len(results),
             tasks_succeeded=counts["succeeded"],
             tasks_failed=counts["failed"],
-            tasks_duplicate=len(results) - counts["succeeded"] - counts["failed"],
+            tasks_duplicate=len(results) - sum(counts.values()),
+            tasks_skipped=counts["skipped"],
         )
 
     async def _child(self, inp: RunActivityInput, spec: TaskSpec) -> TaskInstanceResult:

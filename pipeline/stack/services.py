@@ -19,6 +19,7 @@ from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from pipeline.stack.procs import Proc, StackError, port_open, wait_for
+from pipeline.temporal_setup import register_on, start_dev_flags
 
 HOST = "127.0.0.1"
 
@@ -172,6 +173,12 @@ class Temporal:
         return port_open(HOST, self.cfg.temporal_port) and _temporal_handshake(self.address)
 
     def ensure(self) -> str:
+        state = self._ensure()
+        # A dev server started before the pipeline had search attributes lacks them.
+        register_on(self.address)
+        return state
+
+    def _ensure(self) -> str:
         if self.answering():
             return "already running"
         if self.proc.pid() is not None:
@@ -201,6 +208,7 @@ class Temporal:
             "synchronous=normal",
             "--log-level",
             "warn",
+            *start_dev_flags(),  # pause-and-fix search attributes
         ]
         if self.cfg.temporal_ui:
             argv += ["--ui-port", str(self.cfg.temporal_ui_port)]

@@ -51,8 +51,10 @@ RUNBOOK_ANCHORS = frozenset(
         "start-errors",
         "misfires",
         "process-down",
+        "task-pending-fix",
         "replay-after-an-incident",
         "adding-partitions-or-replicas",
+        "permits-saturated",
     }
 )
 
@@ -311,6 +313,8 @@ def test_dashboard_shape() -> None:
         "sum by (result) (rate(pipeline_runs_logged_total",
         "pipeline_task_instances_total",
         "sum by (policy) (increase(pipeline_misfires_total",
+        "sum by (activity, task_type) (pipeline_tasks_pending_fix)",
+        "sum by (action) (increase(pipeline_task_fixes_total",
         "pipeline_start_errors_total",
         "temporal_worker_task_slots_available",
         "temporal_workflow_task_schedule_to_start_latency_bucket",
