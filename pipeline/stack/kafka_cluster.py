@@ -87,7 +87,6 @@ class KafkaCluster:
         *,
         heap: str = "256m",
         replication_factor: int = 3,
-        min_insync_replicas: int = 2,
     ) -> None:
         used = [p for pair in ports for p in pair]
         if len(set(used)) != len(used):
@@ -96,7 +95,8 @@ class KafkaCluster:
         self._libs = libs
         self.heap = heap
         self.replication_factor = min(replication_factor, len(ports))
-        self.min_insync_replicas = min(min_insync_replicas, self.replication_factor)
+        # One less than the replication factor, at most 2 (as pipeline.clients.topic_configs).
+        self.min_insync_replicas = max(1, min(2, self.replication_factor - 1))
         self.nodes = [
             Node(
                 node_id=i,

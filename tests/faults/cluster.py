@@ -4,8 +4,8 @@
 JVMs on free ports, data under pytest's tmp dir, from the local stack's broker
 jars (``Kafka.libs()``: already fetched by ``ingest stack up``, fetched with
 Maven when missing). Replication factor 3, ``min.insync.replicas=2``, unclean
-leader election off. It is stopped by pid at the end; the shared stack's broker
-is never touched.
+leader election off. It is SIGKILLed by pid at the end; the shared stack's
+broker is never touched.
 
 ``cluster_topics``: fresh raw/events/DLQ/emit topics on that cluster (6
 partitions, so each broker leads some), after waiting until every replica of
@@ -44,7 +44,10 @@ def kafka_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaClu
         cluster.ensure()
         yield cluster
     finally:
-        cluster.stop()
+        # Its data is thrown away: SIGKILL rather than three controlled shutdowns,
+        # the last of which waits for a controller quorum that is already gone.
+        for node_id in cluster.running():
+            cluster.kill(node_id)
 
 
 async def all_in_sync(cluster: KafkaCluster, timeout: float = 120) -> None:

@@ -38,7 +38,7 @@ def test_a_started_cluster_is_found_without_the_flag(tmp_path: Path) -> None:
 
 def test_replication_never_exceeds_the_node_count(tmp_path: Path) -> None:
     two = KafkaCluster(tmp_path, tmp_path, [(1, 2), (3, 4)])
-    assert (two.replication_factor, two.min_insync_replicas) == (2, 2)
+    assert (two.replication_factor, two.min_insync_replicas) == (2, 1)
 
 
 def test_overlapping_ports_are_refused(tmp_path: Path) -> None:
