@@ -11,5 +11,6 @@ from workers.parts import PartFactory, core_part
 def worker_parts() -> list[PartFactory]:
     """Every part of the production worker, in registration order."""
     from scheduler.part import cron_part
+    from workers.approvals.part import approval_part
 
-    return [core_part, cron_part]
+    return [core_part, cron_part, approval_part]

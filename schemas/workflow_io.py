@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from schemas.approval_io import ApprovalState
+
 TRIGGER_EVENT = "event"
 TRIGGER_CRON = "cron"
 
@@ -34,6 +36,7 @@ class RunActivityResult:
     tasks_succeeded: int
     tasks_failed: int
     tasks_duplicate: int
+    tasks_skipped: int = 0  # not run: an approval before them was not given
 
 
 @dataclass(frozen=True)
@@ -74,11 +77,25 @@ class PlanTasksResult:
 
 
 @dataclass(frozen=True)
+class TaskCarry:
+    """What a task that loops carries into its next run when it continues as new.
+
+    Each loop adds its own field (approvals: the approval state with its audit trail).
+    """
+
+    continued_runs: int = 1  # how many times the task has continued as new, this one included
+    approval: ApprovalState | None = None
+
+
+@dataclass(frozen=True)
 class TaskInstanceInput:
     task_id: str  # task-{run_id}:{task_type}:{index}
     run_id: str
     activity_id: str
     spec: TaskSpec
+    # Set only on a run continued as new (workers/continuation.py): the first run
+    # already claimed the task and marked it running, so the next ones must not.
+    continued: TaskCarry | None = None
 
 
 @dataclass(frozen=True)

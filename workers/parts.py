@@ -9,7 +9,7 @@ dependencies and returns what to register.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,6 +38,9 @@ class WorkerPart:
     name: str
     workflows: Sequence[type] = ()
     activities: Sequence[Callable[..., Any]] = ()
+    # Loops run beside the worker (e.g. refreshing a gauge from PostgreSQL); each is
+    # started with the worker and cancelled when it stops.
+    background: Sequence[Callable[[], Coroutine[Any, Any, None]]] = ()
 
 
 PartFactory = Callable[[PartDeps], WorkerPart]

@@ -11,7 +11,6 @@ so it is deterministic.
 
 from __future__ import annotations
 
-import asyncio
 from datetime import timedelta
 
 from temporalio import workflow
@@ -25,6 +24,13 @@ with workflow.unsafe.imports_passed_through():
         WorkflowAlreadyStartedError,
     )
 
+    from schemas.approval_io import (
+        APPROVAL_TASK_TYPE,
+        ApprovalDecision,
+        ApprovalResubmission,
+        ApprovalState,
+        ApprovalUpdateResult,
+    )
     from schemas.ids import task_workflow_id
     from schemas.workflow_io import (
         FinishRunInput,
@@ -40,6 +46,9 @@ with workflow.unsafe.imports_passed_through():
         TaskStateResult,
     )
     from workers.activities import RunActivities
+    from workers.approvals import rules as approval_rules
+    from workers.approvals.flow import ApprovalFlow
+    from workers.approvals.stages import SKIPPED, run_in_stages
     from workers.options import handler_options
 
 # Bookkeeping activities only touch PostgreSQL: retry them without limit (a
@@ -77,16 +86,26 @@ def describe(exc: BaseException) -> str:
 
 @workflow.defn(name="TaskInstanceWorkflow")
 class TaskInstanceWorkflow:
+    @workflow.init
+    def __init__(self, inp: TaskInstanceInput) -> None:
+        # Approval tasks wait for a person here (workers/approvals); built before run()
+        # so their updates and query have their state from the first workflow task.
+        self._approval = ApprovalFlow(inp) if inp.spec.task_type == APPROVAL_TASK_TYPE else None
+
     @workflow.run
     async def run(self, inp: TaskInstanceInput) -> TaskInstanceResult:
-        claim = await self._state(inp, "pending")
-        if not claim.claimed:
-            return TaskInstanceResult(inp.task_id, "duplicate")
-        if claim.status in ("succeeded", "failed"):  # finished by an earlier execution
-            return TaskInstanceResult(inp.task_id, claim.status)
-        await self._state(inp, "running")
+        if inp.continued is None:  # a run continued as new was claimed by the first one
+            claim = await self._state(inp, "pending")
+            if not claim.claimed:
+                return TaskInstanceResult(inp.task_id, "duplicate")
+            if claim.status in ("succeeded", "failed"):  # finished by an earlier execution
+                return TaskInstanceResult(inp.task_id, claim.status)
+            await self._state(inp, "running")
         try:
-            await self._execute(inp)
+            if self._approval is not None:
+                await self._approval.run()  # raises ApprovalRejected (a ValueError)
+            else:
+                await self._execute(inp)
         except (ActivityError, ValueError) as exc:
             error = describe(exc)
             await self._state(inp, "failed", error)
@@ -122,6 +141,35 @@ class TaskInstanceWorkflow:
             TaskStateInput(inp.task_id, inp.run_id, inp.spec, status, error),
         )
 
+    # --- approvals: thin handlers; the logic is workers/approvals/flow.py ------------
+
+    @workflow.update
+    async def decide(self, d: ApprovalDecision) -> ApprovalUpdateResult:
+        return await self._flow().decide(d)
+
+    @decide.validator
+    def _check_decide(self, d: ApprovalDecision) -> None:
+        self._flow().check_decision(d)
+
+    @workflow.update
+    async def resubmit(self, r: ApprovalResubmission) -> ApprovalUpdateResult:
+        return await self._flow().resubmit(r)
+
+    @resubmit.validator
+    def _check_resubmit(self, r: ApprovalResubmission) -> None:
+        self._flow().check_resubmission(r)
+
+    @workflow.query
+    def approval(self) -> ApprovalState | None:
+        return self._approval.snapshot() if self._approval is not None else None
+
+    def _flow(self) -> ApprovalFlow:
+        if self._approval is None:
+            raise approval_rules.refuse(
+                approval_rules.NOT_AN_APPROVAL, f"{workflow.info().workflow_id} is not an approval"
+            )
+        return self._approval
+
 
 @workflow.defn(name="RunActivityWorkflow")
 class RunActivityWorkflow:
@@ -144,9 +192,10 @@ class RunActivityWorkflow:
             raise ApplicationError(
                 f"planning failed: {describe(exc)}", type="PlanFailed", non_retryable=True
             ) from exc
-        results = await asyncio.gather(*(self._child(inp, spec) for spec in planned.tasks))
-        counts = {s: sum(r.status == s for r in results) for s in ("succeeded", "failed")}
-        status = "failed" if counts["failed"] else "succeeded"
+        # An approval task gates the tasks after it (workers/approvals/stages.py).
+        results = await run_in_stages(inp.run_id, planned.tasks, lambda s: self._child(inp, s))
+        counts = {s: sum(r.status == s for r in results) for s in ("succeeded", "failed", SKIPPED)}
+        status = "failed" if counts["failed"] or counts[SKIPPED] else "succeeded"
         await self._finish(inp.run_id, status)
         return RunActivityResult(
             run_id=inp.run_id,
@@ -154,7 +203,8 @@ class RunActivityWorkflow:
             tasks_total=len(results),
             tasks_succeeded=counts["succeeded"],
             tasks_failed=counts["failed"],
-            tasks_duplicate=len(results) - counts["succeeded"] - counts["failed"],
+            tasks_duplicate=len(results) - sum(counts.values()),
+            tasks_skipped=counts[SKIPPED],
         )
 
     async def _child(self, inp: RunActivityInput, spec: TaskSpec) -> TaskInstanceResult:

