@@ -66,7 +66,8 @@ with workflow.unsafe.imports_passed_through():
 # Notices retry until sent (Kafka down delays them) or no longer wanted (cancelled).
 _NOTICE_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), backoff_coefficient=2.0,
                             maximum_interval=timedelta(seconds=30))  # fmt: skip
-_NOTICE_TIMEOUT = timedelta(seconds=30)
+# A Kafka send takes milliseconds; a notice lost with a dead worker is retried after this.
+_NOTICE_TIMEOUT = timedelta(seconds=10)
 _DB_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), backoff_coefficient=2.0,
                         maximum_interval=timedelta(seconds=30))  # fmt: skip
 
@@ -109,6 +110,7 @@ class ApprovalFlow:
         self._sending = False  # the reminder task is inside its notice activity
         self._progress = False  # this run appended to the audit trail
         self._write = asyncio.Lock()
+        self._outbox: list[asyncio.Task[None]] = []  # notices sent without waiting
 
     # --- queries and updates (the workflow's handlers call these) --------------------
 
@@ -170,11 +172,13 @@ class ApprovalFlow:
             self._start_wait(workflow.now())
             self._append("requested")
             await self._flush()
-            await self._notify("approval.requested", self._approvers)
+            self._send_soon(self._notice("approval.requested", self._approvers))
         while self._status in OPEN:
             await self._wait_phase()
             if self._status in OPEN and self._progress and suggested():
+                await self._drain_outbox()
                 await continue_task(self._inp, self._carry)
+        await self._drain_outbox()
         await workflow.wait_condition(workflow.all_handlers_finished)
         await self._flush()
         if self._status != APPROVED:
@@ -212,7 +216,9 @@ class ApprovalFlow:
             self._enter(ESCALATED, escalation_deadline, keep_reminders=True)
             self._append("escalated")
             await self._flush()
-            await self._notify("approval.escalated", self._escalate_to or self._approvers)
+            self._send_soon(
+                self._notice("approval.escalated", self._escalate_to or self._approvers)
+            )
         elif self._status == ESCALATED:
             sla = cfg.sla_seconds + cfg.escalation_seconds
             reason = f"no decision within {sla:g} s (SLA and escalation SLA)"
@@ -240,12 +246,14 @@ class ApprovalFlow:
             due, self._next_reminder = self._next_reminder, self._next_reminder + every
             self._reminders += 1
             to = self._approvers + (self._escalate_to if self._status == ESCALATED else [])
+            # Recorded when it fires (before any decision that arrives while it is sent).
+            self._append("reminder")
+            notice = self._notice("approval.reminder", to, reminder=self._reminders, due=due)
             self._sending = True
             try:
-                await self._notify("approval.reminder", to, reminder=self._reminders, due=due)
+                await self._send(notice)
             finally:
                 self._sending = False
-            self._append("reminder")
             await self._flush()
 
     async def _stop_reminders(self, task: asyncio.Task[None] | None) -> None:
@@ -331,7 +339,19 @@ class ApprovalFlow:
             )
             self._persisted += len(entries)
 
-    async def _notify(self, kind: str, to: list[str], **extra: Any) -> None:
+    def _send_soon(self, notice: ApprovalNoticeInput) -> None:
+        """Send without holding up the wait: the deadline timer starts at once, even when
+        the notice is lost with a dead worker and waits out its timeout to be retried."""
+        self._outbox.append(asyncio.create_task(self._send(notice)))
+
+    async def _drain_outbox(self) -> None:
+        """Wait for the notices sent soon (before the task closes or continues as new)."""
+        while self._outbox:
+            sending, self._outbox = self._outbox, []
+            await asyncio.gather(*sending)
+
+    def _notice(self, kind: str, to: list[str], **extra: Any) -> ApprovalNoticeInput:
+        """A notice with the state as it is now."""
         body = {
             "to": to,
             "status": self._status,
@@ -340,16 +360,14 @@ class ApprovalFlow:
             "payload": self._payload,
             **{k: _iso(v) if isinstance(v, datetime) else v for k, v in extra.items()},
         }
+        inp = self._inp
+        topic = self._config().topic
+        return ApprovalNoticeInput(inp.task_id, inp.run_id, inp.activity_id, kind, body, topic)
+
+    async def _send(self, notice: ApprovalNoticeInput) -> None:
         await workflow.execute_activity_method(
             ApprovalActivities.notice,
-            ApprovalNoticeInput(
-                self._inp.task_id,
-                self._inp.run_id,
-                self._inp.activity_id,
-                kind,
-                body,
-                self._config().topic,
-            ),
+            notice,
             start_to_close_timeout=_NOTICE_TIMEOUT,
             retry_policy=_NOTICE_RETRY,
         )

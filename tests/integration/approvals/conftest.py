@@ -1,15 +1,24 @@
 """Approval tests: the production worker wiring (core + approvals parts) in-process,
 an activity whose first task is an approval, and helpers to wait on its state.
 
-SLAs are seconds long. Times compared are workflow times (the server's clock) from
-the audit trail, so assertions do not depend on how fast this machine is, except
-where a test says what it needs ("decide before the next reminder is due").
+Temporal here is a PRIVATE dev server (in memory, free port, no UI), started once
+per session by the ``private_temporal`` fixture with the existing stack helper
+(``pipeline.stack.services.Temporal``, as the Temporal-outage fault scenario uses
+it), and the ``temporal`` client fixture is overridden to point at it:
+
+* its ``limit.historyCount.suggestContinueAsNew`` is lowered to ``SUGGEST_AT``
+  events, so approvals continue as new within the tests, in every scenario;
+* timers fire on time even when the shared server is busy with other suites.
+
+SLAs are seconds long. Times compared are workflow times (the server's clock, the
+same machine) from the audit trail; where a test needs the machine to keep up
+("decide before the next reminder is due") it says so and checks it.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import datetime
 from typing import Any
 
@@ -19,14 +28,39 @@ import pytest
 from temporalio.client import Client, WorkflowHandle
 
 from pipeline.settings import Settings
+from pipeline.stack.services import StackSettings, Temporal
 from schemas.approval_io import ApprovalDecision, ApprovalState, ApprovalUpdateResult
 from schemas.ids import task_workflow_id
 from schemas.workflow_io import RunActivityInput
 from tests import helpers
+from tests.faults.harness import free_port
 from tests.integration.workers.conftest import event_run, start_run, worker_factory
 from workers.approvals.part import approval_part
 from workers.parts import core_part
 from workers.workflows import TaskInstanceWorkflow
+
+SUGGEST_AT = 40  # history events; one request_changes + resubmit round adds ~15
+
+
+@pytest.fixture(scope="session")
+def private_temporal(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The address of a private, in-memory dev server (stopped at the end)."""
+    stack = StackSettings(
+        dir=tmp_path_factory.mktemp("temporal"), temporal_port=free_port(), temporal_ui=False
+    )
+    dynamic = {"limit.historyCount.suggestContinueAsNew": str(SUGGEST_AT)}
+    server = Temporal(stack, persist=False, dynamic_config=dynamic)
+    server.ensure()
+    try:
+        yield server.address
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+async def temporal(private_temporal: str) -> Client:
+    """Overrides the shared stack's client for the approval tests."""
+    return await Client.connect(private_temporal)
 
 
 def approval_task(**config: Any) -> dict[str, Any]:
@@ -79,6 +113,21 @@ async def wait_state(
             await asyncio.sleep(0.1)
 
 
+async def quiet(task: WorkflowHandle, timeout: float = 60) -> None:
+    """Wait until the task has no activity in flight and its last workflow task completed
+    (the ``approval.requested`` notice is sent without holding up the wait)."""
+    from temporalio.api.enums.v1 import EventType
+
+    async with asyncio.timeout(timeout):
+        while True:
+            desc = await task.describe()
+            if not desc.raw_description.pending_activities:
+                events = (await task.fetch_history()).events
+                if events[-1].event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
+                    return
+            await asyncio.sleep(0.2)
+
+
 async def decide(
     task: WorkflowHandle, by: str, decision: str, reason: str | None = None
 ) -> ApprovalUpdateResult:
@@ -116,12 +165,12 @@ async def events(pool: asyncpg.Pool, task_id: str) -> list[dict[str, Any]]:
 def approval_worker(
     cfg: Settings, temporal: Client, db_pool: asyncpg.Pool, topics: Any
 ) -> Callable[..., Any]:
-    """``async with approval_worker(settings=..., client=...)``: the core and approvals
+    """``async with approval_worker(settings=...)``: the core and approvals
     parts in-process (the production wiring of approval tasks), emitting to the test's
     topic."""
 
-    def run(settings: Settings | None = None, client: Client | None = None) -> Any:
-        factory = worker_factory(cfg, client or temporal, db_pool)
+    def run(settings: Settings | None = None) -> Any:
+        factory = worker_factory(cfg, temporal, db_pool)
         return factory(settings=settings, parts=(core_part, approval_part), emit_topic=topics.out)
 
     return run

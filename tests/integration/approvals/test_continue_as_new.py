@@ -1,26 +1,22 @@
 """A resubmission loop runs through continue-as-new and keeps its state.
 
-On a PRIVATE dev server (in memory, free port; the shared stack is never touched)
-started with ``limit.historyCount.suggestContinueAsNew`` lowered, so the server
-suggests continue-as-new after a few rounds. The workflow id (the task id of the
-contract) stays, the audit trail, counts and current payload survive, and the task
-finishes once: one task_instances row, one child start in the parent's history.
+On the PRIVATE dev server of these tests (conftest: in memory, free port; the shared
+stack is never touched), started with ``limit.historyCount.suggestContinueAsNew``
+lowered, so the server suggests continue-as-new after a few rounds. The workflow id
+(the task id of the contract) stays, the audit trail, counts and current payload
+survive, and the task finishes once: one task_instances row, one child start in the
+parent's history.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
-import pytest
 from temporalio.api.enums.v1 import EventType
-from temporalio.client import Client
 
-from pipeline.stack.services import StackSettings, Temporal
 from schemas.approval_io import ApprovalResubmission
 from tests import helpers
-from tests.faults.harness import free_port
 from workers.workflows import TaskInstanceWorkflow
 
 from .conftest import (
@@ -35,32 +31,14 @@ from .conftest import (
     wait_state,
 )
 
-SUGGEST_AT = 40  # history events; one request_changes + resubmit round adds ~15
 ROUNDS = 6
 
 
-@pytest.fixture(scope="module")
-def private_temporal(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    cfg = StackSettings(
-        dir=tmp_path_factory.mktemp("temporal"), temporal_port=free_port(), temporal_ui=False
-    )
-    server = Temporal(
-        cfg,
-        persist=False,
-        dynamic_config={"limit.historyCount.suggestContinueAsNew": str(SUGGEST_AT)},
-    )
-    server.ensure()
-    try:
-        yield server.address
-    finally:
-        server.stop()
-
-
 async def test_resubmission_loop_continues_as_new_keeping_state(
-    cfg, db_pool, approval_worker, private_temporal
+    cfg, temporal, db_pool, approval_worker
 ):
-    client = await Client.connect(private_temporal)
-    async with approval_worker(client=client):
+    client = temporal
+    async with approval_worker():
         run, task, inp = await start_approval_run(
             client, db_pool, cfg.temporal.task_queue, approval_task(sla_seconds=120)
         )
@@ -116,14 +94,14 @@ async def test_resubmission_loop_continues_as_new_keeping_state(
 
 
 async def test_a_long_wait_with_reminders_continues_as_new_on_schedule(
-    cfg, db_pool, topics, approval_worker, private_temporal
+    cfg, temporal, db_pool, topics, approval_worker
 ):
     """Each reminder adds ~10 events: the wait itself continues as new, and the reminder
     schedule carries over (every due time once, none skipped, none repeated)."""
     remind = 1.0
-    client = await Client.connect(private_temporal)
+    client = temporal
     config = approval_task(sla_seconds=120, remind_every_seconds=remind)
-    async with approval_worker(client=client):
+    async with approval_worker():
         run, task, _ = await start_approval_run(client, db_pool, cfg.temporal.task_queue, config)
         s = await wait_state(task, lambda s: s.status == "waiting")
         requested = at(s.audit[0].at)

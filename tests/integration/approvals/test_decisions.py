@@ -19,6 +19,7 @@ from .conftest import (
     at,
     decide,
     notices,
+    quiet,
     sleep_until,
     start_approval_run,
     state,
@@ -47,6 +48,7 @@ async def test_only_listed_approvers_decide_and_refusals_write_no_history(
     async with approval_worker():
         run, task, _ = await start_approval_run(temporal, db_pool, cfg.temporal.task_queue, config)
         await wait_state(task, lambda s: s.status == "waiting")
+        await quiet(task)
         before = (await task.fetch_history()).events
 
         mallory = await refused(task, "mallory", "approve")
