@@ -10,7 +10,7 @@ import asyncio
 import time
 from typing import Any
 
-from bench import ingress, latency, memory, plot, replay_duplicates, router_fresh, scale
+from bench import ingress, latency, memory, permits, plot, replay_duplicates, router_fresh, scale
 from bench.common import write_result
 
 
@@ -35,6 +35,16 @@ async def main() -> None:
     print("\n== scale")
     sc: dict[str, Any] = await scale.run()
     rows.append(("scale (3 routers+2 workers vs 1+1)", f"{sc['speedup']}x", "report"))
+    print("\n== permits")
+    pm: dict[str, Any] = await permits.run()
+    rows.append(
+        (
+            "permits",
+            f"{pm['ratio']}x tasks/s ({pm['acquisitions_per_s']}/s), "
+            f"latency {pm['latency_ratio']}x",
+            "report",
+        ),
+    )
     print()
     plot.plot()
     write_result("summary", {"rows": rows, "seconds": round(time.perf_counter() - t0, 1)})

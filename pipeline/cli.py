@@ -21,6 +21,7 @@ COMMANDS = [
     "router.replay_cmd",
     "workers.cli",
     "scheduler.cli",
+    "workers.permits.cli",
 ]
 
 

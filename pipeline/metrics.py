@@ -70,6 +70,35 @@ MISFIRES = Counter(
     ["policy"],
 )
 
+# Permits (workers/permits). Workflow code cannot count deterministically, so the
+# permit local activities count (once per acquire/round/end, when they write the
+# row), and the worker's refresher sets the gauges from PostgreSQL.
+PERMITS_HELD = Gauge(
+    "pipeline_permits_held",
+    "Permits currently held per resource (from permit_slots; the same in every worker).",
+    ["resource"],
+)
+PERMIT_CAPACITY = Gauge(
+    "pipeline_permit_capacity",
+    "Declared capacity per resource (permit_resources).",
+    ["resource"],
+)
+PERMIT_WAIT = Histogram(
+    "pipeline_permit_wait_seconds",
+    "Time from a task's first acquire attempt to holding a permit.",
+    buckets=(0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600),
+)
+PERMIT_CONFLICTS = Counter(
+    "pipeline_permit_acquire_conflicts_total",
+    "Acquire attempts that found the slot busy (WorkflowAlreadyStartedError).",
+    ["resource"],
+)
+PERMIT_LEASE_EXPIRED = Counter(
+    "pipeline_permit_lease_expired_total",
+    "Permits that ended because their lease ran out, not by release.",
+    ["resource"],
+)
+
 # Approvals (workers/approvals). Workflow code cannot count deterministically, so the
 # record_approval local activity counts each audit entry once (when its row is
 # first written), and every worker sets the gauge from PostgreSQL.

@@ -55,6 +55,21 @@ async def _sync(cfg: settings.Settings, pool: Any) -> int:
     return 0
 
 
+async def _apply_permits(pool: Any, parsed: Any, file: str) -> int:
+    """Permit resources (workers.permits.apply): check references, then upsert."""
+    from workers.permits.apply import UnknownResources, apply_resources, check_references
+
+    try:
+        await check_references(pool, parsed)
+    except UnknownResources as exc:
+        for problem in exc.problems:
+            print(f"{file}: {problem}", file=sys.stderr)
+        return 2
+    for line in await apply_resources(pool, parsed):
+        print(line)
+    return 0
+
+
 def _apply(args: argparse.Namespace) -> int:
     from scheduler import files, store
 
@@ -68,6 +83,8 @@ def _apply(args: argparse.Namespace) -> int:
     async def work(cfg: settings.Settings) -> int:
         pool = await db_pool(cfg.database)
         try:
+            if (code := await _apply_permits(pool, parsed, args.file)) != 0:
+                return code
             results = await store.upsert(pool, list(parsed.activities))
             for act, result in zip(parsed.activities, results, strict=True):
                 print(f"{result:<8} activity {act.id} ({act.name})")

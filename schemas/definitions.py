@@ -53,6 +53,27 @@ class CronTrigger(_Strict):
 Trigger = Annotated[EventTrigger | CronTrigger, Field(discriminator="type")]
 
 
+_RESOURCE_NAME = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"  # no ':' (it separates the permit id's parts)
+
+
+class ResourceDef(_Strict):
+    """A scarce resource (``resources:`` in an activities file): N permits, slots 0..N-1."""
+
+    name: str = Field(min_length=1, max_length=100, pattern=_RESOURCE_NAME)
+    capacity: int = Field(ge=1, le=1000)
+    lease_seconds: int = Field(600, ge=1, le=7 * 24 * 3600)
+    # Sleep between full rounds of busy slots: doubles from backoff up to max_backoff.
+    backoff_seconds: float = Field(5.0, gt=0, le=3600)
+    max_backoff_seconds: float = Field(60.0, gt=0, le=3600)
+
+
+class PermitDef(_Strict):
+    """A task's ``permit:``: hold one permit of ``resource`` while the handler runs."""
+
+    resource: str = Field(min_length=1, max_length=100, pattern=_RESOURCE_NAME)
+    lease_seconds: int | None = Field(None, ge=1, le=7 * 24 * 3600)
+
+
 class TaskDef(_Strict):
     type: str = Field(min_length=1, description="a registered task handler, e.g. 'emit'")
     payload: dict[str, Any] = Field(default_factory=dict)
@@ -61,6 +82,7 @@ class TaskDef(_Strict):
     # rendering the same key run once: the consumer-side content dedupe.
     idempotency_key: str | None = None
     count: int = Field(1, ge=1, le=1000, description="how many instances to plan")
+    permit: PermitDef | None = None
 
 
 class ActivityDef(_Strict):
@@ -75,3 +97,13 @@ class ActivityDef(_Strict):
 
 class ActivityFile(_Strict):
     activities: list[ActivityDef]
+    resources: list[ResourceDef] = Field(default_factory=list)
+
+    @field_validator("resources")
+    @classmethod
+    def _unique_resources(cls, v: list[ResourceDef]) -> list[ResourceDef]:
+        names = [r.name for r in v]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"resource names must be unique, repeated: {', '.join(dupes)}")
+        return v

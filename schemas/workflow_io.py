@@ -56,6 +56,14 @@ class FinishRunInput:
 
 
 @dataclass(frozen=True)
+class PermitRequest:
+    """A task's ``permit``: the resource, and its own lease (None: the resource's)."""
+
+    resource: str
+    lease_seconds: int | None = None
+
+
+@dataclass(frozen=True)
 class TaskSpec:
     """One planned task: what ``plan_tasks`` returns and a child workflow runs."""
 
@@ -64,6 +72,7 @@ class TaskSpec:
     payload: dict[str, Any] = field(default_factory=dict)
     config: dict[str, Any] = field(default_factory=dict)
     idempotency_key: str | None = None
+    permit: PermitRequest | None = None
 
 
 @dataclass(frozen=True)
@@ -128,3 +137,67 @@ class RunHandlerInput:
     run_id: str
     activity_id: str
     spec: TaskSpec
+    permit: PermitGrant | None = None  # set while the task holds a permit
+
+
+# --- permits (workers/permits) ---------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PermitGrant:
+    """A held permit as the handler sees it (``ctx.permit``)."""
+
+    resource: str
+    slot: str
+    token: int  # fencing token: rises on every acquire of this (resource, slot)
+    permit_run_id: str  # the PermitSlotWorkflow run holding the slot
+
+
+@dataclass(frozen=True)
+class PermitSlotInput:
+    resource: str
+    slot: str
+    lease_seconds: float
+    holder: str  # the workflow id of the holder (a task id)
+
+
+@dataclass(frozen=True)
+class PermitReleaseSignal:
+    reason: str = "released"
+
+
+@dataclass(frozen=True)
+class PermitRoundInput:
+    """One acquire round is about to start; ``busy`` slots were found in the last one."""
+
+    resource: str
+    busy: int = 0
+
+
+@dataclass(frozen=True)
+class PermitLimits:
+    """A resource's current declaration (read at every round: changes apply to new acquires)."""
+
+    capacity: int
+    lease_seconds: float
+    backoff_seconds: float
+    max_backoff_seconds: float
+
+
+@dataclass(frozen=True)
+class PermitAcquiredInput:
+    resource: str
+    slot: str
+    permit_run_id: str
+    holder: str
+    lease_seconds: float
+    waited_seconds: float  # workflow time from the first attempt to the acquire
+    busy: int  # busy slots found in the last round before this acquire
+
+
+@dataclass(frozen=True)
+class PermitEndedInput:
+    resource: str
+    slot: str
+    permit_run_id: str
+    outcome: str  # "released" | "lease_expired"

@@ -39,6 +39,7 @@ from schemas.workflow_io import (
 )
 from workers import store
 from workers.handlers import PermanentTaskError, Registry, Resources, TaskContext
+from workers.permits.fencing import permit_for
 from workers.planning import PlanError, plan
 
 log = logging.getLogger(__name__)
@@ -169,6 +170,7 @@ class RunActivities:
             spec=inp.spec,
             attempt=info.attempt,
             resources=self._resources,
+            permit=permit_for(self._pool, inp.permit),
         )
         hb = info.heartbeat_timeout.total_seconds() / 3 if info.heartbeat_timeout else None
         try:

@@ -38,8 +38,7 @@ class WorkerPart:
     name: str
     workflows: Sequence[type] = ()
     activities: Sequence[Callable[..., Any]] = ()
-    # Loops run beside the worker (e.g. refreshing a gauge from PostgreSQL); each is
-    # started with the worker and cancelled when it stops.
+    # Coroutines run beside the worker (e.g. gauge refreshers), cancelled at shutdown.
     background: Sequence[Callable[[], Coroutine[Any, Any, None]]] = ()
 
 

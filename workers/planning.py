@@ -24,7 +24,7 @@ from typing import Any
 
 from schemas.approval_io import APPROVAL_TASK_TYPE
 from schemas.definitions import TaskDef
-from schemas.workflow_io import RunActivityInput, TaskSpec
+from schemas.workflow_io import PermitRequest, RunActivityInput, TaskSpec
 from workers.approvals.config import approval_config
 from workers.options import handler_options
 from workers.templates import TemplateError, render
@@ -63,6 +63,8 @@ def plan(defs: Sequence[TaskDef], run: RunActivityInput) -> list[TaskSpec]:
             handler_options(task.config)
             if task.type == APPROVAL_TASK_TYPE:
                 approval_config(task.config)
+                if task.permit is not None:  # a person's wait must not hold a scarce slot
+                    raise ValueError("an approval task cannot hold a permit")
         except ValueError as exc:
             raise PlanError(f"tasks[{pos}] ({task.type}): {exc}") from None
         for _ in range(task.count):
@@ -86,6 +88,11 @@ def plan(defs: Sequence[TaskDef], run: RunActivityInput) -> list[TaskSpec]:
                     payload=payload,
                     config=dict(task.config),
                     idempotency_key=key,
+                    permit=(
+                        PermitRequest(task.permit.resource, task.permit.lease_seconds)
+                        if task.permit is not None
+                        else None
+                    ),
                 )
             )
     return specs

@@ -84,7 +84,7 @@ async def run_worker(
     built = [factory(deps) for factory in parts]
     worker = build_worker(client, settings, wcfg, built)
     running = asyncio.create_task(worker.run())
-    chores = [asyncio.create_task(loop()) for part in built for loop in part.background]
+    background = [asyncio.create_task(fn()) for part in built for fn in part.background]
     server = None
     code = 0
     try:
@@ -112,9 +112,9 @@ async def run_worker(
             await worker.shutdown()
             with contextlib.suppress(Exception):
                 await running
-        for chore in chores:
-            chore.cancel()
-        await asyncio.gather(*chores, return_exceptions=True)
+        for task in background:
+            task.cancel()
+        await asyncio.gather(*background, return_exceptions=True)
         if server is not None:
             server.close()
         await resources.close()

@@ -35,6 +35,7 @@ with workflow.unsafe.imports_passed_through():
     from schemas.workflow_io import (
         FinishRunInput,
         LogRunInput,
+        PermitGrant,
         PlanTasksInput,
         RunActivityInput,
         RunActivityResult,
@@ -50,6 +51,7 @@ with workflow.unsafe.imports_passed_through():
     from workers.approvals.flow import ApprovalFlow
     from workers.approvals.stages import SKIPPED, run_in_stages
     from workers.options import handler_options
+    from workers.permits.scope import hold_permit
 
 # Bookkeeping activities only touch PostgreSQL: retry them without limit (a
 # database outage delays runs, never fails them), with a capped backoff.
@@ -105,7 +107,8 @@ class TaskInstanceWorkflow:
             if self._approval is not None:
                 await self._approval.run()  # raises ApprovalRejected (a ValueError)
             else:
-                await self._execute(inp)
+                async with hold_permit(inp.task_id, inp.spec.permit) as permit:
+                    await self._execute(inp, permit)
         except (ActivityError, ValueError) as exc:
             error = describe(exc)
             await self._state(inp, "failed", error)
@@ -113,7 +116,7 @@ class TaskInstanceWorkflow:
         await self._state(inp, "succeeded")
         return TaskInstanceResult(inp.task_id, "succeeded")
 
-    async def _execute(self, inp: TaskInstanceInput) -> None:
+    async def _execute(self, inp: TaskInstanceInput, permit: PermitGrant | None = None) -> None:
         """One execution of the task's handler activity, with its own retry policy.
 
         Raises ActivityError when the handler fails for good (non-retryable, or
@@ -122,7 +125,7 @@ class TaskInstanceWorkflow:
         opts = handler_options(inp.spec.config)
         await workflow.execute_activity_method(
             RunActivities.run_handler,
-            RunHandlerInput(inp.task_id, inp.run_id, inp.activity_id, inp.spec),
+            RunHandlerInput(inp.task_id, inp.run_id, inp.activity_id, inp.spec, permit),
             start_to_close_timeout=timedelta(seconds=opts.timeout_seconds),
             heartbeat_timeout=timedelta(seconds=opts.heartbeat_timeout_seconds),
             retry_policy=RetryPolicy(

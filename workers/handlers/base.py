@@ -13,12 +13,15 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 from aiokafka import AIOKafkaProducer
 
 from schemas.workflow_io import TaskSpec
+
+if TYPE_CHECKING:
+    from workers.permits.fencing import Permit
 
 
 class TaskError(Exception):
@@ -85,6 +88,8 @@ class TaskContext:
     spec: TaskSpec
     attempt: int  # 1 on the first attempt
     resources: Resources
+    # The permit held while the handler runs (tasks with ``permit:``), else None.
+    permit: Permit | None = None
 
     @property
     def payload(self) -> dict[str, Any]:

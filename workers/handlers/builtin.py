@@ -7,8 +7,10 @@ consumer can drop the at-least-once repeats), headers carry ``task_id``,
 
 ``webhook`` config: ``url`` (required), ``headers`` (optional dict),
 ``request_timeout_seconds`` (default 10). It POSTs the payload as JSON with
-``Idempotency-Key: <task id>``. 2xx is success; 408, 429, 5xx and network
-errors are retried; any other status fails the task without retry.
+``Idempotency-Key: <task id>``, and, when the task holds a permit,
+``Fencing-Token`` and ``Fencing-Resource`` (see ``workers.permits.fencing``).
+2xx is success; 408, 429, 5xx and network errors are retried; any other status
+(e.g. 409 from a receiver rejecting a stale fencing token) fails the task without retry.
 """
 
 from __future__ import annotations
@@ -70,6 +72,8 @@ async def webhook(ctx: TaskContext) -> None:
         raise PermanentTaskError("webhook: config.headers must be an object")
     headers = {str(k): str(v) for k, v in extra.items()}
     headers["Idempotency-Key"] = ctx.task_id
+    if ctx.permit is not None:
+        headers.update(ctx.permit.headers())
     headers["Content-Type"] = "application/json"
     timeout = float(ctx.config.get("request_timeout_seconds", 10))
     try:

@@ -53,6 +53,7 @@ RUNBOOK_ANCHORS = frozenset(
         "process-down",
         "replay-after-an-incident",
         "adding-partitions-or-replicas",
+        "permits-saturated",
     }
 )
 

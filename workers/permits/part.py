@@ -1,0 +1,46 @@
+"""Permits as a worker part (see ``workers.parts``).
+
+Registers ``PermitSlotWorkflow`` and the permit local activities on the worker's
+task queue (TaskInstanceWorkflow starts permits as children on the same queue),
+and refreshes ``pipeline_permits_held`` / ``pipeline_permit_capacity`` from
+PostgreSQL every few seconds, outside the workflow sandbox. The gauges come from
+the shared table, so every worker reports the same value: aggregate with
+``max by (resource)``, never ``sum``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import asyncpg
+
+from pipeline.metrics import PERMIT_CAPACITY, PERMITS_HELD
+from workers.parts import PartDeps, WorkerPart
+from workers.permits import store
+from workers.permits.activities import PermitActivities
+from workers.permits.workflow import PermitSlotWorkflow
+
+log = logging.getLogger(__name__)
+REFRESH_SECONDS = 5.0
+
+
+async def refresh_gauges(pool: asyncpg.Pool) -> None:
+    for resource, capacity, held in await store.held_counts(pool):
+        PERMIT_CAPACITY.labels(resource=resource).set(capacity)
+        PERMITS_HELD.labels(resource=resource).set(held)
+
+
+def permit_part(deps: PartDeps) -> WorkerPart:
+    """``PermitSlotWorkflow``, the fencing-token activities and the held-permits gauge."""
+
+    async def refresher() -> None:
+        while True:
+            try:
+                await refresh_gauges(deps.pool)
+            except (asyncpg.PostgresError, OSError) as exc:
+                log.warning("permit gauges not refreshed: %s", exc)
+            await asyncio.sleep(REFRESH_SECONDS)
+
+    acts = PermitActivities(deps.pool)
+    return WorkerPart("permits", (PermitSlotWorkflow,), acts.all(), (refresher,))

@@ -1,0 +1,82 @@
+"""``hold_permit``: what TaskInstanceWorkflow wraps its handler execution in.
+
+A task without ``permit`` runs as before. With one, the Semaphore reads the
+resource's limits before every round (``permit_round``, a local activity: a
+capacity change applies to acquires after it), and once a slot is held,
+``permit_acquired`` increments the slot's fencing token in PostgreSQL. The
+yielded :class:`PermitGrant` goes to the handler as ``ctx.permit``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from datetime import timedelta
+from typing import Any
+
+from temporalio import workflow
+
+with workflow.unsafe.imports_passed_through():
+    from temporalio.common import RetryPolicy
+    from temporalio.exceptions import ActivityError, ApplicationError
+
+    from schemas.workflow_io import (
+        PermitAcquiredInput,
+        PermitGrant,
+        PermitLimits,
+        PermitRequest,
+        PermitRoundInput,
+    )
+    from workers.permits.activities import PermitActivities
+    from workers.permits.semaphore import Semaphore
+
+# Bookkeeping in PostgreSQL: retried without limit (an outage delays, never fails).
+_RETRY = RetryPolicy(maximum_interval=timedelta(seconds=30))
+
+
+async def _local(method: Any, arg: Any) -> Any:
+    return await workflow.execute_local_activity_method(
+        method, arg, start_to_close_timeout=timedelta(seconds=30), retry_policy=_RETRY
+    )
+
+
+@asynccontextmanager
+async def hold_permit(
+    task_id: str, request: PermitRequest | None
+) -> AsyncIterator[PermitGrant | None]:
+    """Yield None without a request; otherwise hold a permit for the body.
+
+    Raises ValueError when the resource is not declared (a definition problem,
+    failed like a bad handler config).
+    """
+    if request is None:
+        yield None
+        return
+
+    async def limits(busy: int) -> PermitLimits:
+        try:
+            found: PermitLimits = await _local(
+                PermitActivities.permit_round, PermitRoundInput(request.resource, busy)
+            )
+        except (ActivityError, ApplicationError) as exc:
+            cause = exc.cause if isinstance(exc, ActivityError) and exc.cause else exc
+            raise ValueError(str(cause)) from exc
+        return found
+
+    lease = timedelta(seconds=request.lease_seconds) if request.lease_seconds else None
+    async with Semaphore(request.resource, limits=limits).acquire(
+        lease=lease, holder=task_id
+    ) as held:
+        grant: PermitGrant = await _local(
+            PermitActivities.permit_acquired,
+            PermitAcquiredInput(
+                held.resource,
+                held.slot,
+                held.run_id,
+                task_id,
+                held.lease_seconds,
+                held.waited_seconds,
+                held.busy,
+            ),
+        )
+        yield grant
