@@ -128,6 +128,18 @@ async def quiet(task: WorkflowHandle, timeout: float = 60) -> None:
             await asyncio.sleep(0.2)
 
 
+async def replays(*handles: WorkflowHandle) -> None:
+    """Each handle's history (its last run) replays deterministically with today's code."""
+    from temporalio.worker import Replayer
+
+    from workers.workflows import RunActivityWorkflow
+
+    replayer = Replayer(workflows=[RunActivityWorkflow, TaskInstanceWorkflow])
+    for handle in handles:
+        result = await replayer.replay_workflow(await handle.fetch_history())
+        assert result.replay_failure is None, result.replay_failure
+
+
 async def decide(
     task: WorkflowHandle, by: str, decision: str, reason: str | None = None
 ) -> ApprovalUpdateResult:

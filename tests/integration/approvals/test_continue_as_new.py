@@ -25,6 +25,7 @@ from .conftest import (
     decide,
     events,
     notices,
+    replays,
     sleep_until,
     start_approval_run,
     state,
@@ -113,6 +114,7 @@ async def test_a_long_wait_with_reminders_continues_as_new_on_schedule(
         await decide(task, "alice", "approve")
         assert (await asyncio.wait_for(run.result(), 60)).status == "succeeded"
         final = await state(task)
+    await replays(task)
 
     assert final.continued_runs >= 1
     decided = at(final.audit[-1].at)

@@ -20,6 +20,7 @@ from .conftest import (
     decide,
     notices,
     quiet,
+    replays,
     sleep_until,
     start_approval_run,
     state,
@@ -78,6 +79,7 @@ async def test_only_listed_approvers_decide_and_refusals_write_no_history(
         assert result.status == "rejected"
         outcome = await asyncio.wait_for(run.result(), 60)
         closed = await state(task)
+    await replays(task, run)
 
     assert outcome.status == "failed"
     assert [e.kind for e in closed.audit] == [
