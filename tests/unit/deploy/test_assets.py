@@ -54,6 +54,7 @@ RUNBOOK_ANCHORS = frozenset(
         "replay-after-an-incident",
         "adding-partitions-or-replicas",
         "permits-saturated",
+        "approvals-escalated",
     }
 )
 
