@@ -15,12 +15,14 @@ import sys
 COMMANDS = [
     "pipeline.stack.manager",
     "pipeline.migrate_cmd",
+    "pipeline.temporal_setup",
     "pipeline.run_cmd",
     "ingress.cli",
     "router.cli",
     "router.replay_cmd",
     "workers.cli",
     "scheduler.cli",
+    "ops.cli",
     "workers.permits.cli",
 ]
 

@@ -69,6 +69,22 @@ MISFIRES = Counter(
     "Scheduled nominal times that fired late or not at all, by misfire policy.",
     ["policy"],
 )
+TASKS_PENDING_FIX = Gauge(
+    "pipeline_tasks_pending_fix",
+    "Tasks paused as pending_fix, waiting for an operator (set by the ops service from the"
+    " database).",
+    ["activity", "task_type"],
+)
+TASK_PENDING_FIX_OLDEST = Gauge(
+    "pipeline_task_pending_fix_oldest_seconds",
+    "Age of the oldest task paused as pending_fix (set by the ops service).",
+    ["activity", "task_type"],
+)
+TASK_FIXES = Counter(
+    "pipeline_task_fixes_total",
+    "Operator actions on paused tasks (fix, skip, abort), counted by the worker once each.",
+    ["action"],
+)
 
 # Permits (workers/permits). Workflow code cannot count deterministically, so the
 # permit local activities count (once per acquire/round/end, when they write the

@@ -1,10 +1,11 @@
 """``ingest run``: every pipeline process in the foreground, for the local stack.
 
-Starts ``ingest ingress``, ``ingest router`` and ``ingest worker`` as child
-processes (each on its own metrics port), prefixes their log lines with the
-component name, and on Ctrl-C / SIGTERM forwards SIGTERM to each so they drain
-and commit, then exits 0. If one child dies, the others are stopped too and
-the exit code is non-zero.
+Starts ``ingest ingress``, ``ingest router``, ``ingest worker`` and ``ingest ops``
+as child processes (each on its own metrics port; ops with ``--insecure-local``
+when ``INGEST_OPS_TOKEN`` is unset, so only 127.0.0.1 can reach it), prefixes
+their log lines with the component name, and on Ctrl-C / SIGTERM forwards
+SIGTERM to each so they drain and commit, then exits 0. If one child dies, the
+others are stopped too and the exit code is non-zero.
 """
 
 from __future__ import annotations
@@ -17,7 +18,12 @@ import signal
 import sys
 from pathlib import Path
 
-COMPONENTS = [("ingress", "ingress.cli"), ("router", "router.cli"), ("worker", "workers.cli")]
+COMPONENTS = [
+    ("ingress", "ingress.cli"),
+    ("router", "router.cli"),
+    ("worker", "workers.cli"),
+    ("ops", "ops.cli"),
+]
 DEMO_FILE = Path(__file__).resolve().parent.parent / "deploy" / "local" / "demo-activities.json"
 
 
@@ -57,6 +63,13 @@ async def _seed_demo() -> None:
         await pool.close()
 
 
+def _ops_args() -> list[str]:
+    if os.environ.get("INGEST_OPS_TOKEN"):
+        return []
+    print("ops: INGEST_OPS_TOKEN is unset, so the console runs --insecure-local on 127.0.0.1")
+    return ["--insecure-local", "--host", "127.0.0.1"]
+
+
 async def _run(args: argparse.Namespace) -> int:
     if args.seed_demo:
         await _seed_demo()
@@ -67,12 +80,13 @@ async def _run(args: argparse.Namespace) -> int:
         if importlib.util.find_spec(module) is None:
             continue
         env = {**os.environ, "INGEST_METRICS_PORT": str(base_port + i)}
-        cmd = name if name != "worker" else "worker"
+        extra = _ops_args() if name == "ops" else []
         proc = await asyncio.create_subprocess_exec(
             sys.executable,
             "-m",
             "pipeline.cli",
-            cmd,
+            name,
+            *extra,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.STDOUT,
             env=env,
@@ -109,7 +123,7 @@ def _cmd(args: argparse.Namespace) -> int:
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser(
         "run",
-        help="run ingress, router and worker together in the foreground",
+        help="run ingress, router, worker and ops together in the foreground",
         description=(
             "Run every pipeline process as a child with prefixed logs. Ctrl-C sends "
             "SIGTERM to each: they drain in-flight work, commit and exit."
@@ -124,6 +138,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         "--base-metrics-port",
         type=int,
         default=9400,
-        help="ingress gets this /metrics port, router +1, worker +2 (default 9400)",
+        help="ingress gets this /metrics port, router +1, worker +2, ops +3 (default 9400)",
     )
     p.set_defaults(func=_cmd)

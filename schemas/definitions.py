@@ -10,7 +10,7 @@ import uuid
 from typing import Annotated, Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 
 class _Strict(BaseModel):
@@ -52,6 +52,10 @@ class CronTrigger(_Strict):
 
 Trigger = Annotated[EventTrigger | CronTrigger, Field(discriminator="type")]
 
+# What a task does when its handler fails for good: ``fail`` (the run fails) or
+# ``pause`` (the task waits as pending_fix for an operator's fix, skip or abort).
+OnFailure = Literal["pause", "fail"]
+
 
 _RESOURCE_NAME = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"  # no ':' (it separates the permit id's parts)
 
@@ -82,6 +86,8 @@ class TaskDef(_Strict):
     # rendering the same key run once: the consumer-side content dedupe.
     idempotency_key: str | None = None
     count: int = Field(1, ge=1, le=1000, description="how many instances to plan")
+    # None: the activity's ``on_failure`` (filled in when an ActivityDef is validated).
+    on_failure: OnFailure | None = None
     permit: PermitDef | None = None
 
 
@@ -92,7 +98,27 @@ class ActivityDef(_Strict):
     trigger: Trigger
     # Legacy compatibility metadata: persisted and returned, never read at run time.
     dedupe_key_strategy: str | None = None
+    # The default ``on_failure`` of this activity's tasks. It is resolved into each
+    # task that sets none when the definition is validated, so the stored tasks
+    # (what plan_tasks reads) always carry their own policy.
+    on_failure: OnFailure = "fail"
     tasks: list[TaskDef] = Field(default_factory=list)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _task_default_on_failure(cls, data: Any) -> Any:
+        if not isinstance(data, dict) or not isinstance(data.get("tasks"), list):
+            return data
+        default = data.get("on_failure", "fail")
+        return {**data, "tasks": [_with_default(t, default) for t in data["tasks"]]}
+
+
+def _with_default(task: Any, on_failure: Any) -> Any:
+    if isinstance(task, dict) and task.get("on_failure") is None:
+        return {**task, "on_failure": on_failure}
+    if isinstance(task, TaskDef) and task.on_failure is None:
+        return task.model_copy(update={"on_failure": on_failure})
+    return task
 
 
 class ActivityFile(_Strict):

@@ -36,7 +36,9 @@ class RunActivityResult:
     tasks_succeeded: int
     tasks_failed: int
     tasks_duplicate: int
-    tasks_skipped: int = 0  # not run: an approval before them was not given
+    # Skipped by an operator while pending_fix (the run goes on), or not run because an
+    # approval before them was not given (the approval failed, so the run fails).
+    tasks_skipped: int = 0
 
 
 @dataclass(frozen=True)
@@ -72,6 +74,7 @@ class TaskSpec:
     payload: dict[str, Any] = field(default_factory=dict)
     config: dict[str, Any] = field(default_factory=dict)
     idempotency_key: str | None = None
+    on_failure: str = "fail"  # "fail" | "pause" (see schemas.definitions.TaskDef)
     permit: PermitRequest | None = None
 
 
@@ -110,7 +113,7 @@ class TaskInstanceInput:
 @dataclass(frozen=True)
 class TaskInstanceResult:
     task_id: str
-    status: str  # "succeeded" | "failed" | "duplicate"
+    status: str  # "succeeded" | "failed" | "duplicate" | "skipped"
     error: str | None = None
 
 
@@ -119,7 +122,7 @@ class TaskStateInput:
     task_id: str
     run_id: str
     spec: TaskSpec
-    status: str  # "pending" | "running" | "succeeded" | "failed" | "duplicate"
+    status: str  # "pending" | "running" | "pending_fix" | "succeeded" | "failed" | "skipped"
     error: str | None = None
 
 
@@ -201,3 +204,58 @@ class PermitEndedInput:
     slot: str
     permit_run_id: str
     outcome: str  # "released" | "lease_expired"
+
+
+# --- pause-and-fix (workers.fixes): the operator's Workflow Updates and the audit
+
+
+@dataclass(frozen=True)
+class FixRequest:
+    """The argument of the ``fix``, ``skip`` and ``abort`` updates of a paused task.
+
+    ``patch`` is a JSON merge patch (RFC 7396) to the task payload; only ``fix``
+    reads it. ``actor`` is who acted (kept in the audit), ``note`` why.
+    """
+
+    actor: str
+    patch: Any = None
+    note: str | None = None
+
+
+@dataclass(frozen=True)
+class FixEntry:
+    """One accepted operator action, as kept in task_fixes and the queryable state."""
+
+    seq: int  # 1, 2, ... per task
+    action: str  # "fix" | "skip" | "abort"
+    actor: str
+    error: str  # the error this action answered
+    at: str  # ISO-8601 UTC (workflow time)
+    patch: dict[str, Any] | None = None
+    note: str | None = None
+
+
+@dataclass(frozen=True)
+class FixResult:
+    task_id: str
+    action: str
+    seq: int
+
+
+@dataclass(frozen=True)
+class FixState:
+    """The ``fix_state`` query of TaskInstanceWorkflow."""
+
+    status: str  # "running" | "pending_fix" | "retrying" | "skipped" | "aborted" | "done"
+    error: str | None
+    payload: dict[str, Any]
+    fixes: list[FixEntry]
+
+
+@dataclass(frozen=True)
+class RecordFixInput:
+    task_id: str
+    run_id: str
+    task_type: str
+    entry: FixEntry
+    payload: dict[str, Any] | None = None  # a fix: the patched payload the retry runs with

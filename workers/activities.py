@@ -45,7 +45,7 @@ from workers.planning import PlanError, plan
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 RUN_STATUSES = ("succeeded", "failed")
-TASK_TRANSITIONS = ("pending", "running", "succeeded", "failed")
+TASK_TRANSITIONS = ("pending", "running", "pending_fix", "succeeded", "failed", "skipped")
 
 
 def _permanent(message: str, kind: str = "InvalidInput") -> NoReturn:

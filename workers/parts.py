@@ -48,7 +48,11 @@ PartFactory = Callable[[PartDeps], WorkerPart]
 def core_part(deps: PartDeps) -> WorkerPart:
     """RunActivityWorkflow, its TaskInstanceWorkflow children and their activities."""
     from workers.activities import RunActivities
+    from workers.fix_audit import FixActivities
     from workers.workflows import RunActivityWorkflow, TaskInstanceWorkflow
 
     acts = RunActivities(deps.pool, deps.registry, deps.resources)
-    return WorkerPart("runs", (RunActivityWorkflow, TaskInstanceWorkflow), acts.all())
+    fixes = FixActivities(deps.pool)  # TaskInstanceWorkflow's pause-and-fix audit
+    return WorkerPart(
+        "runs", (RunActivityWorkflow, TaskInstanceWorkflow), [*acts.all(), *fixes.all()]
+    )

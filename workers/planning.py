@@ -88,6 +88,7 @@ def plan(defs: Sequence[TaskDef], run: RunActivityInput) -> list[TaskSpec]:
                     payload=payload,
                     config=dict(task.config),
                     idempotency_key=key,
+                    on_failure=task.on_failure or "fail",
                     permit=(
                         PermitRequest(task.permit.resource, task.permit.lease_seconds)
                         if task.permit is not None

@@ -8,8 +8,10 @@ here gives the same outcome however many times it runs for the same id:
   whose key another id holds is stored as ``duplicate`` (key NULL, ``duplicate_of``
   the holder). A repeat returns what the row already says, so a retried claim by
   the holder is still a claim and a retried claim by a duplicate is still not.
-* ``advance_task``: moves pending -> running -> succeeded|failed only forwards;
-  repeating a transition (or a late, older one) leaves the row as it is.
+* ``advance_task``: moves pending -> running -> succeeded|failed only forwards
+  (and, for a task that pauses, running -> pending_fix -> running | skipped |
+  failed: see ``ALLOWED_FROM``); repeating a transition (or a late, older one)
+  leaves the row as it is.
 """
 
 from __future__ import annotations
@@ -116,11 +118,23 @@ async def claim_task(pool: asyncpg.Pool, task_id: str, run_id: str, spec: TaskSp
         return TaskRow(row["status"], bool(inserted), row["duplicate_of"])
 
 
+# The states each status may be entered from. pending_fix -> running is a retry
+# after an operator's fix; it is the only way back, so a repeated (retried) write
+# of a transition already made changes nothing.
+ALLOWED_FROM: dict[str, list[str]] = {
+    "running": ["pending", "pending_fix"],
+    "pending_fix": ["running"],
+    "succeeded": ["pending", "running"],
+    "failed": ["pending", "running", "pending_fix"],
+    "skipped": ["pending_fix"],
+}
+
+
 async def advance_task(
     pool: asyncpg.Pool, task_id: str, status: str, error: str | None = None
 ) -> TaskRow | None:
-    """Move a task forward to ``running``/``succeeded``/``failed``; None if no such row."""
-    allowed_from = ["pending"] if status == "running" else ["pending", "running"]
+    """Move a task along ``ALLOWED_FROM``; None if no such row."""
+    allowed_from = ALLOWED_FROM[status]
     async with pool.acquire() as conn:
         changed = await conn.fetchval(
             "UPDATE task_instances SET status = $2,"

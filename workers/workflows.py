@@ -49,7 +49,8 @@ with workflow.unsafe.imports_passed_through():
     from workers.activities import RunActivities
     from workers.approvals import rules as approval_rules
     from workers.approvals.flow import ApprovalFlow
-    from workers.approvals.stages import SKIPPED, run_in_stages
+    from workers.approvals.stages import run_in_stages
+    from workers.fixes import PausableTask
     from workers.options import handler_options
     from workers.permits.scope import hold_permit
 
@@ -60,6 +61,8 @@ _DB_RETRY = RetryPolicy(
     maximum_interval=timedelta(seconds=30),
 )  # fmt: skip
 _DB_TIMEOUT = timedelta(seconds=30)
+# Task outcomes a run counts; the rest of its tasks are duplicates.
+_COUNTED = ("succeeded", "failed", "skipped")
 
 
 async def _db(method, arg):  # type: ignore[no-untyped-def]
@@ -87,9 +90,10 @@ def describe(exc: BaseException) -> str:
 
 
 @workflow.defn(name="TaskInstanceWorkflow")
-class TaskInstanceWorkflow:
+class TaskInstanceWorkflow(PausableTask):
     @workflow.init
     def __init__(self, inp: TaskInstanceInput) -> None:
+        super().__init__()
         # Approval tasks wait for a person here (workers/approvals); built before run()
         # so their updates and query have their state from the first workflow task.
         self._approval = ApprovalFlow(inp) if inp.spec.task_type == APPROVAL_TASK_TYPE else None
@@ -100,21 +104,29 @@ class TaskInstanceWorkflow:
             claim = await self._state(inp, "pending")
             if not claim.claimed:
                 return TaskInstanceResult(inp.task_id, "duplicate")
-            if claim.status in ("succeeded", "failed"):  # finished by an earlier execution
+            if claim.status in ("succeeded", "failed", "skipped"):  # finished earlier
                 return TaskInstanceResult(inp.task_id, claim.status)
             await self._state(inp, "running")
         try:
             if self._approval is not None:
                 await self._approval.run()  # raises ApprovalRejected (a ValueError)
+                status = "succeeded"
             else:
-                async with hold_permit(inp.task_id, inp.spec.permit) as permit:
-                    await self._execute(inp, permit)
+                # on_failure=pause: a permanent failure waits for a fix (workers.fixes); the
+                # permit is held per attempt, so a paused task holds none while it waits.
+                status = await self._recoverable(inp, self._attempt, describe)
         except (ActivityError, ValueError) as exc:
             error = describe(exc)
             await self._state(inp, "failed", error)
             return TaskInstanceResult(inp.task_id, "failed", error)
-        await self._state(inp, "succeeded")
-        return TaskInstanceResult(inp.task_id, "succeeded")
+        if status == "succeeded":
+            await self._state(inp, "succeeded")
+        return TaskInstanceResult(inp.task_id, status)
+
+    async def _attempt(self, inp: TaskInstanceInput) -> None:
+        """One handler execution, holding the task's permit (if it asks for one)."""
+        async with hold_permit(inp.task_id, inp.spec.permit) as permit:
+            await self._execute(inp, permit)
 
     async def _execute(self, inp: TaskInstanceInput, permit: PermitGrant | None = None) -> None:
         """One execution of the task's handler activity, with its own retry policy.
@@ -195,10 +207,12 @@ class RunActivityWorkflow:
             raise ApplicationError(
                 f"planning failed: {describe(exc)}", type="PlanFailed", non_retryable=True
             ) from exc
-        # An approval task gates the tasks after it (workers/approvals/stages.py).
+        # An approval task gates the tasks after it (workers/approvals/stages.py): they
+        # are reported skipped when it is not given, and its failure fails the run.
         results = await run_in_stages(inp.run_id, planned.tasks, lambda s: self._child(inp, s))
-        counts = {s: sum(r.status == s for r in results) for s in ("succeeded", "failed", SKIPPED)}
-        status = "failed" if counts["failed"] or counts[SKIPPED] else "succeeded"
+        counts = {s: sum(r.status == s for r in results) for s in _COUNTED}
+        # A task an operator skipped does not fail the run (it is counted apart).
+        status = "failed" if counts["failed"] else "succeeded"
         await self._finish(inp.run_id, status)
         return RunActivityResult(
             run_id=inp.run_id,
@@ -207,7 +221,7 @@ class RunActivityWorkflow:
             tasks_succeeded=counts["succeeded"],
             tasks_failed=counts["failed"],
             tasks_duplicate=len(results) - sum(counts.values()),
-            tasks_skipped=counts[SKIPPED],
+            tasks_skipped=counts["skipped"],
         )
 
     async def _child(self, inp: RunActivityInput, spec: TaskSpec) -> TaskInstanceResult:

@@ -19,6 +19,7 @@ from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from pipeline.stack.procs import Proc, StackError, port_open, wait_for
+from pipeline.temporal_setup import register_on, start_dev_flags
 
 HOST = "127.0.0.1"
 
@@ -177,6 +178,12 @@ class Temporal:
         return port_open(HOST, self.cfg.temporal_port) and _temporal_handshake(self.address)
 
     def ensure(self) -> str:
+        state = self._ensure()
+        # A dev server started before the pipeline had search attributes lacks them.
+        register_on(self.address)
+        return state
+
+    def _ensure(self) -> str:
         if self.answering():
             return "already running"
         if self.proc.pid() is not None:
@@ -194,7 +201,7 @@ class Temporal:
             home.mkdir(parents=True, exist_ok=True)
             argv += ["--db-filename", str(home / "temporal.db")]
             argv += ["--sqlite-pragma", "journal_mode=wal", "--sqlite-pragma", "synchronous=normal"]
-        argv += ["--log-level", "warn"]
+        argv += ["--log-level", "warn", *start_dev_flags()]  # pause-and-fix search attributes
         for key, value in self.dynamic_config.items():
             argv += ["--dynamic-config-value", f"{key}={value}"]
         if self.cfg.temporal_ui:

@@ -1,0 +1,91 @@
+"""``ingest ops``: the operator API and web console."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+
+from pipeline import logs, settings
+from pipeline.clients import Unreachable
+from pipeline.runtime import Shutdown
+
+_DESCRIPTION = """\
+Serve the operator API and its web console (http://INGEST_OPS_HOST:INGEST_OPS_PORT/,
+default 127.0.0.1:8080; OpenAPI docs at /docs) and /metrics, /healthz, /readyz on
+INGEST_METRICS_PORT (default 9403).
+
+Every /api endpoint requires "Authorization: Bearer <INGEST_OPS_TOKEN>" (set the
+token in the environment, never on the command line). Without a token the service
+refuses to start, unless it binds to 127.0.0.1 and --insecure-local is given.
+
+Endpoints: GET /api/runs, GET /api/runs/{run_id}, GET /api/tasks?status=pending_fix,
+POST /api/tasks/{task_id}/fix|skip|abort, GET /api/dlq, POST /api/replay (dry run
+unless dry_run is false). Stops cleanly on SIGTERM."""
+
+
+async def _main(cfg: settings.Settings, ops: object) -> int:
+    from ops.service import run_ops
+
+    shutdown = Shutdown()
+    shutdown.install()
+    return await run_ops(cfg, ops, shutdown)  # type: ignore[arg-type]
+
+
+def _run(args: argparse.Namespace) -> int:
+    from ops.settings import DEFAULT_METRICS_PORT, load_ops_settings, startup_problem
+
+    metrics_port = args.metrics_port
+    if metrics_port is None and "INGEST_METRICS_PORT" not in os.environ:
+        metrics_port = DEFAULT_METRICS_PORT
+    cfg = settings.load(
+        temporal__address=args.temporal_address,
+        temporal__namespace=args.namespace,
+        temporal__task_queue=args.task_queue,
+        database__url=args.database_url,
+        kafka__bootstrap_servers=args.bootstrap_servers,
+        kafka__events_topic=args.events_topic,
+        kafka__dlq_topic=args.dlq_topic,
+        process__metrics_port=metrics_port,
+    )
+    ops = load_ops_settings(host=args.host, port=args.port)
+    problem = startup_problem(ops, args.insecure_local)
+    if problem is not None:
+        print(f"ingest ops: refusing to start: {problem}", file=sys.stderr)
+        return 2
+    logs.setup(cfg.process.log_level, cfg.process.log_format, "ops")
+    try:
+        return asyncio.run(_main(cfg, ops))
+    except Unreachable as exc:
+        print(f"ingest ops: {exc}", file=sys.stderr)
+        return 1
+    except OSError as exc:  # a port is taken
+        print(f"ingest ops: {exc} (INGEST_OPS_PORT={ops.port}, INGEST_METRICS_PORT="
+              f"{cfg.process.metrics_port})", file=sys.stderr)  # fmt: skip
+        return 1
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser(
+        "ops",
+        help="serve the operator API and web console (fix/skip/abort paused tasks, DLQ, replay)",
+        description=_DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--host", help="bind address (env INGEST_OPS_HOST, default 127.0.0.1)")
+    p.add_argument("--port", type=int, help="API/console port (env INGEST_OPS_PORT, default 8080)")
+    p.add_argument(
+        "--insecure-local",
+        action="store_true",
+        help="allow running without INGEST_OPS_TOKEN (only when bound to 127.0.0.1)",
+    )
+    p.add_argument("--metrics-port", type=int, help="/metrics port (env INGEST_METRICS_PORT, 9403)")
+    p.add_argument("--temporal-address", help="host:port (env TEMPORAL_ADDRESS)")
+    p.add_argument("--namespace", help="Temporal namespace (env TEMPORAL_NAMESPACE)")
+    p.add_argument("--task-queue", help="workers' task queue, for replays (TEMPORAL_TASK_QUEUE)")
+    p.add_argument("--database-url", help="PostgreSQL DSN (env DATABASE_URL)")
+    p.add_argument("--bootstrap-servers", help="Kafka brokers (env KAFKA_BOOTSTRAP_SERVERS)")
+    p.add_argument("--events-topic", help="events topic, for replays (KAFKA_EVENTS_TOPIC)")
+    p.add_argument("--dlq-topic", help="dead-letter topic (KAFKA_DLQ_TOPIC)")
+    p.set_defaults(func=_run)

@@ -1,0 +1,105 @@
+"""``ingest temporal setup``: what the pipeline needs registered on a Temporal namespace.
+
+Today that is the Keyword search attributes of pause-and-fix
+(``schemas.search_attributes``): a paused task upserts them, and the ops service
+finds paused tasks with them. Registration goes through the operator service and
+is idempotent: attributes already there are left alone, so every deploy may run it.
+
+* The local stack passes :func:`start_dev_flags` to ``temporal server start-dev``
+  and also calls :func:`register_search_attributes` on a dev server that was
+  already running (started before the attributes existed).
+* On a real cluster, run ``ingest temporal setup`` once per namespace (the
+  Kubernetes migrate job does, after ``ingest migrate``). Temporal Cloud manages
+  search attributes through its own cloud operations API or UI instead: there,
+  create the three Keyword attributes by hand.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+
+from temporalio.api.enums.v1 import IndexedValueType
+from temporalio.api.operatorservice.v1 import (
+    AddSearchAttributesRequest,
+    ListSearchAttributesRequest,
+)
+from temporalio.client import Client
+
+from pipeline import settings
+from pipeline.clients import Unreachable, temporal_client
+from schemas.search_attributes import KEYWORDS
+
+
+def start_dev_flags() -> list[str]:
+    """``--search-attribute Name=Keyword`` for each attribute, for ``start-dev``."""
+    return [arg for name in KEYWORDS for arg in ("--search-attribute", f"{name}=Keyword")]
+
+
+async def register_search_attributes(client: Client, namespace: str) -> list[str]:
+    """Add the attributes the namespace lacks; returns the names added (empty: all there)."""
+    ops = client.operator_service
+    have = await ops.list_search_attributes(ListSearchAttributesRequest(namespace=namespace))
+    missing = [name for name in KEYWORDS if name not in have.custom_attributes]
+    if missing:
+        keyword = IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD
+        await ops.add_search_attributes(
+            AddSearchAttributesRequest(
+                namespace=namespace, search_attributes=dict.fromkeys(missing, keyword)
+            )
+        )
+    return missing
+
+
+def register_on(address: str, namespace: str = "default") -> list[str]:
+    """Synchronous form for the local stack (``pipeline.stack``)."""
+
+    async def go() -> list[str]:
+        client = await Client.connect(address, namespace=namespace)
+        return await register_search_attributes(client, namespace)
+
+    return asyncio.run(go())
+
+
+async def _setup(cfg: settings.TemporalSettings) -> list[str]:
+    client = await temporal_client(cfg)
+    return await register_search_attributes(client, cfg.namespace)
+
+
+def _run(args: argparse.Namespace) -> int:
+    cfg = settings.load(temporal__address=args.temporal_address, temporal__namespace=args.namespace)
+    try:
+        added = asyncio.run(_setup(cfg.temporal))
+    except Unreachable as exc:
+        print(f"ingest temporal setup: {exc}")
+        return 1
+    except Exception as exc:  # e.g. PERMISSION_DENIED on a managed namespace
+        print(f"ingest temporal setup: registering search attributes failed: {exc}")
+        return 1
+    ns = cfg.temporal.namespace
+    if added:
+        print(f"namespace {ns}: registered search attributes {', '.join(added)} (Keyword)")
+    else:
+        print(f"namespace {ns}: search attributes {', '.join(KEYWORDS)} already registered")
+    return 0
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser(
+        "temporal",
+        help="prepare a Temporal namespace (search attributes); idempotent",
+        description=(
+            "temporal setup registers the custom Keyword search attributes "
+            f"({', '.join(KEYWORDS)}) that paused tasks upsert and the ops service queries, "
+            "through the operator service. Attributes already registered are left alone."
+        ),
+    )
+    tsub = p.add_subparsers(dest="temporal_command", metavar="ACTION", required=True)
+    s = tsub.add_parser(
+        "setup",
+        help="register the pipeline's search attributes (idempotent)",
+        description="Register the pipeline's Keyword search attributes on the namespace.",
+    )
+    s.add_argument("--temporal-address", help="host:port (env TEMPORAL_ADDRESS)")
+    s.add_argument("--namespace", help="Temporal namespace (env TEMPORAL_NAMESPACE)")
+    s.set_defaults(func=_run)

@@ -1,0 +1,121 @@
+"""Fixtures of the ops tests: a worker with the ``charge`` handler, the ops API served
+by uvicorn on a free port (the real FastAPI app, real Temporal/PostgreSQL/Kafka),
+and a paused task to act on."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import asyncpg
+import httpx
+import pytest
+from pydantic import SecretStr
+from temporalio.client import Client, WorkflowHandle
+
+from ops.app import OpsDeps
+from ops.service import OpsServer
+from ops.settings import OpsSettings
+from pipeline.settings import Settings
+from pipeline.temporal_setup import register_search_attributes
+from tests.integration.ops.handlers import charge
+from tests.integration.workers.conftest import (  # noqa: F401  (the worker fixture)
+    event_run,
+    insert_activity,
+    start_run,
+    wait_until,
+    worker,
+)
+from workers.handlers import Registry, load_registry
+
+TOKEN = f"tok-{uuid.uuid4().hex}"
+
+
+def charge_registry() -> Registry:
+    reg = load_registry(use_entry_points=False)
+    reg.add(charge, "charge")
+    return reg
+
+
+@pytest.fixture(scope="session")
+async def search_attributes(temporal: Client) -> None:
+    """The shared dev server may predate the attributes: register them (idempotent)."""
+    await register_search_attributes(temporal, "default")
+
+
+@dataclass
+class Api:
+    url: str
+    http: httpx.AsyncClient
+
+    async def json(self, method: str, path: str, want: int = 200, **kw: Any) -> Any:
+        resp = await self.http.request(method, path, **kw)
+        assert resp.status_code == want, (resp.status_code, resp.text)
+        return resp.json()
+
+
+@pytest.fixture
+async def ops_api(
+    cfg: Settings, temporal: Client, db_pool: asyncpg.Pool, search_attributes: None
+) -> AsyncIterator[Api]:
+    ops = OpsSettings(host="127.0.0.1", port=0, token=SecretStr(TOKEN))
+    server = OpsServer(OpsDeps(temporal, db_pool, cfg, ops))
+    await server.start()
+    headers = {"Authorization": f"Bearer {TOKEN}"}
+    async with httpx.AsyncClient(base_url=server.url, headers=headers, timeout=60) as http:
+        yield Api(server.url, http)
+    await server.stop()
+
+
+@dataclass
+class Paused:
+    activity_id: str
+    run_id: str
+    task_id: str
+    handle: WorkflowHandle
+
+
+PauseFactory = Callable[..., Awaitable[Paused]]
+
+
+@pytest.fixture
+def paused_task(
+    cfg: Settings, temporal: Client, db_pool: asyncpg.Pool, ops_api: Api
+) -> PauseFactory:
+    """Start a run whose ``charge`` task fails on bad data and wait until the API lists it.
+
+    The caller runs a worker (the ``worker`` fixture, or a subprocess) meanwhile.
+    """
+
+    async def make(amount: Any = "ten", extra_tasks: list[dict[str, Any]] | None = None) -> Paused:
+        charge_task = {
+            "type": "charge",
+            "payload": {"amount": amount, "currency": "EUR"},
+            "config": {"max_attempts": 1},
+            "on_failure": "pause",
+        }
+        activity_id = await insert_activity(db_pool, [charge_task, *(extra_tasks or [])])
+        run = event_run(activity_id)
+        handle = await start_run(temporal, run, cfg.temporal.task_queue)
+        listed = await wait_listed(ops_api, activity_id)
+        return Paused(activity_id, run.run_id, listed[0]["task_id"], handle)
+
+    return make
+
+
+async def wait_listed(api: Api, activity_id: str, want: int = 1) -> list[dict[str, Any]]:
+    """Poll GET /api/tasks?status=pending_fix until visibility lists ``want`` tasks."""
+    found: list[dict[str, Any]] = []
+
+    async def listed() -> bool:
+        nonlocal found
+        body = await api.json(
+            "GET", "/api/tasks", params={"status": "pending_fix", "activity": activity_id}
+        )
+        found = body["tasks"]
+        return len(found) >= want
+
+    await wait_until(listed, timeout=60)
+    return found

@@ -1,0 +1,131 @@
+"""The web console in a real browser: headless Chromium (Debian's ``chromium`` and
+``chromium-driver``, installed by .ci/run) driven by selenium.
+
+It signs in with the token, sees the blocked task with its error and payload,
+submits a fix through the form, and sees the run succeed. Screenshots are saved
+under the test's tmp dir (docs/ops-console.png in the README is one of them).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import tempfile
+from pathlib import Path
+
+import orjson
+from aiokafka import AIOKafkaProducer
+from selenium import webdriver
+from selenium.common.exceptions import StaleElementReferenceException
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support import expected_conditions as ec
+from selenium.webdriver.support.ui import WebDriverWait
+
+from .conftest import TOKEN, charge_registry
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMEDRIVER = "/usr/bin/chromedriver"
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--window-size=1280,1100",
+]
+
+
+def chromium(profile: Path) -> webdriver.Chrome:
+    for path in (CHROMIUM, CHROMEDRIVER):
+        assert shutil.which(path), f"{path} is missing: apt-get install chromium chromium-driver"
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in [*FLAGS, f"--user-data-dir={profile}"]:
+        options.add_argument(flag)
+    # An explicit driver path: selenium never tries to download one.
+    return webdriver.Chrome(options=options, service=Service(executable_path=CHROMEDRIVER))
+
+
+def drive(url: str, task_id: str, shots: Path) -> dict[str, str]:
+    """The operator's session, step by step (blocking: runs in a thread)."""
+    seen: dict[str, str] = {}
+    with tempfile.TemporaryDirectory() as profile:
+        browser = chromium(Path(profile))
+        try:
+            # The console re-renders every few seconds: look elements up afresh each poll.
+            wait = WebDriverWait(browser, 60, ignored_exceptions=[StaleElementReferenceException])
+            browser.get(url)
+            wait.until(ec.visibility_of_element_located((By.ID, "token"))).send_keys(TOKEN)
+            browser.find_element(By.ID, "login-button").click()
+            card = wait.until(
+                ec.visibility_of_element_located(
+                    (By.CSS_SELECTOR, f'.task[data-task-id="{task_id}"]')
+                )
+            )
+            seen["error"] = card.find_element(By.CLASS_NAME, "error").text
+            seen["payload"] = card.find_element(By.CLASS_NAME, "payload").text
+            wait.until(lambda b: "(1)" in b.find_element(By.ID, "dlq-reasons").text)
+            patch = card.find_element(By.NAME, "patch")
+            patch.clear()
+            patch.send_keys('{"amount": 10}')
+            browser.save_screenshot(str(shots / "console-blocked.png"))
+            card.find_element(By.CSS_SELECTOR, "button.fix").click()
+            wait.until(lambda b: "accepted" in b.find_element(By.ID, "flash").text)
+            seen["answer"] = browser.find_element(By.ID, "flash").text
+            wait.until(lambda b: b.find_elements(By.ID, "no-blocked"))
+            run_status = (By.CSS_SELECTOR, ".run-detail .run-status")
+            wait.until(lambda b: b.find_element(*run_status).text == "succeeded")
+            seen["run_status"] = browser.find_element(*run_status).text
+            seen["token_in_page"] = str(TOKEN in browser.page_source)
+            browser.save_screenshot(str(shots / "console-fixed.png"))
+        except Exception as exc:
+            browser.save_screenshot(str(shots / "failure.png"))  # to see what went wrong
+            (shots / "failure.html").write_text(browser.page_source)
+            logs = browser.get_log("browser")
+            raise AssertionError(f"console test failed; see {shots}; browser log: {logs}") from exc
+        finally:
+            browser.quit()
+    return seen
+
+
+async def dead_letter(cfg) -> None:  # type: ignore[no-untyped-def]
+    """Two DLQ messages, so the DLQ section has reasons to show."""
+    producer = AIOKafkaProducer(bootstrap_servers=cfg.kafka.bootstrap_servers)
+    await producer.start()
+    try:
+        for reason, value in (("invalid_json", b"{not json"), ("missing_event_id", b'{"a": 1}')):
+            headers = [
+                ("dlq_reason", reason.encode()),
+                ("dlq_component", b"ingress"),
+                ("dlq_detail", f"demo: {reason}".encode()),
+            ]
+            await producer.send_and_wait(cfg.kafka.dlq_topic, value, headers=headers)
+    finally:
+        await producer.stop()
+
+
+async def test_console_fix_through_the_form_in_headless_chromium(
+    cfg, db_pool, worker, ops_api, paused_task, tmp_path
+):
+    await dead_letter(cfg)
+    async with worker(registry=charge_registry()):
+        p = await paused_task(amount="ten")
+        seen = await asyncio.to_thread(drive, ops_api.url, p.task_id, tmp_path)
+        result = await asyncio.wait_for(p.handle.result(), 60)
+    assert "amount must be a non-negative number, got 'ten'" in seen["error"]
+    assert orjson.loads(seen["payload"])["amount"] == "ten"
+    assert seen["answer"].startswith(f"fix #1 accepted for charge {p.task_id}")
+    assert seen["run_status"] == "succeeded"
+    assert seen["token_in_page"] == "False"
+    assert result.status == "succeeded"
+    fix = await db_pool.fetchrow(
+        "SELECT actor, patch FROM task_fixes WHERE task_id = $1", p.task_id
+    )
+    assert (fix["actor"], orjson.loads(fix["patch"])) == ("console", {"amount": 10})
+    for name in ("console-blocked.png", "console-fixed.png"):
+        assert (tmp_path / name).stat().st_size > 10_000, name
+    print(f"screenshots: {tmp_path}")
