@@ -53,10 +53,13 @@ _HTTP_OF_REFUSAL = {
 
 
 class ApprovalApiError(Exception):
-    def __init__(self, status: int, message: str) -> None:
+    """``status``: the HTTP answer; ``field``: the argument at fault (400 and 403)."""
+
+    def __init__(self, status: int, message: str, field: str | None = None) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
+        self.field = field
 
 
 async def list_approvals(
@@ -64,9 +67,9 @@ async def list_approvals(
 ) -> list[dict[str, Any]]:
     """JSON-ready rows, soonest deadline first. ``approver``: what that person may decide."""
     if status not in STATUS_FILTERS:
-        raise ApprovalApiError(400, f"status: must be one of {', '.join(STATUS_FILTERS)}")
+        raise ApprovalApiError(400, f"must be one of {', '.join(STATUS_FILTERS)}", "status")
     if not 1 <= limit <= 1000:
-        raise ApprovalApiError(400, "limit: must be between 1 and 1000")
+        raise ApprovalApiError(400, "must be between 1 and 1000", "limit")
     rows = await store.list_approvals(pool, STATUS_FILTERS[status], approver or None, limit)
     out = []
     for row in rows:
@@ -81,7 +84,8 @@ def _api_error(task_id: str, exc: Exception) -> ApprovalApiError:
     if isinstance(exc, WorkflowUpdateFailedError):
         cause = exc.cause
         if isinstance(cause, ApplicationError) and cause.type in _HTTP_OF_REFUSAL:
-            return ApprovalApiError(_HTTP_OF_REFUSAL[cause.type], cause.message)
+            field = str(cause.details[0]) if cause.details else None
+            return ApprovalApiError(_HTTP_OF_REFUSAL[cause.type], cause.message, field)
         return ApprovalApiError(409, f"task {task_id}: {cause}")
     if isinstance(exc, RPCError) and exc.status == RPCStatusCode.NOT_FOUND:
         if "completed" in exc.message.lower():
@@ -105,9 +109,9 @@ async def send_decision(
 ) -> ApprovalUpdateResult:
     """Apply a decision; raises :class:`ApprovalApiError` when it is refused."""
     if not by.strip():
-        raise ApprovalApiError(400, "by: who decides must be named")
+        raise ApprovalApiError(400, "who decides must be named", "by")
     if decision not in DECISIONS:
-        raise ApprovalApiError(400, f"decision: must be one of {', '.join(DECISIONS)}")
+        raise ApprovalApiError(400, f"must be one of {', '.join(DECISIONS)}", "decision")
     return await _update(client, task_id, "decide", ApprovalDecision(by, decision, reason))
 
 
@@ -116,7 +120,7 @@ async def send_resubmission(
 ) -> ApprovalUpdateResult:
     """Resubmit after ``request_changes``; raises :class:`ApprovalApiError` when refused."""
     if not isinstance(payload, dict):
-        raise ApprovalApiError(400, "payload: must be a JSON object")
+        raise ApprovalApiError(400, "must be a JSON object", "payload")
     return await _update(client, task_id, "resubmit", ApprovalResubmission(by, payload, note))
 
 

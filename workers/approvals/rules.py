@@ -1,8 +1,9 @@
 """Who may decide what, and when: the pure checks behind the update validators.
 
 A refused update raises :class:`temporalio.exceptions.ApplicationError` with one of
-the ``type`` values below, so a caller (the ops API) can map it to an HTTP status;
-a validator's refusal writes nothing to the workflow history.
+the ``type`` values below, so a caller (the ops API) can map it to an HTTP status,
+and the argument's field at fault as its first detail; a validator's refusal writes
+nothing to the workflow history.
 """
 
 from __future__ import annotations
@@ -37,8 +38,9 @@ STATUS_OF_DECISION = {APPROVE: APPROVED, REJECT: REJECTED, REQUEST_CHANGES: CHAN
 RESERVED_PAYLOAD_KEYS = ("trigger", "event")  # set by planning; a resubmission keeps them
 
 
-def refuse(kind: str, message: str) -> ApplicationError:
-    return ApplicationError(message, type=kind, non_retryable=True)
+def refuse(kind: str, message: str, field: str | None = None) -> ApplicationError:
+    details = (field,) if field else ()
+    return ApplicationError(message, *details, type=kind, non_retryable=True)
 
 
 def may_decide(by: str, status: str, approvers: Sequence[str], escalate_to: Sequence[str]) -> bool:
@@ -69,24 +71,25 @@ def check_decision(
     if status not in DECIDABLE:
         raise _not_open(task_id, status, "decide")
     if d.decision not in DECISIONS:
-        raise refuse(INVALID, f"decision must be one of {', '.join(DECISIONS)}, got {d.decision!r}")
+        msg = f"decision must be one of {', '.join(DECISIONS)}, got {d.decision!r}"
+        raise refuse(INVALID, msg, "decision")
     if d.decision != APPROVE and not (d.reason or "").strip():
-        raise refuse(INVALID, f"a reason is required to {d.decision}")
+        raise refuse(INVALID, f"a reason is required to {d.decision}", "reason")
     if not may_decide(d.by, status, approvers, escalate_to):
         who = ", ".join(approvers)
         if escalate_to:
             after = "now" if status == ESCALATED else "after the SLA"
             who += f" ({', '.join(escalate_to)} {after})"
-        raise refuse(NOT_ALLOWED, f"{d.by!r} may not decide {task_id}: only {who}")
+        raise refuse(NOT_ALLOWED, f"{d.by!r} may not decide {task_id}: only {who}", "by")
 
 
 def check_resubmission(task_id: str, status: str, r: ApprovalResubmission) -> None:
     if status != CHANGES_REQUESTED:
         raise _not_open(task_id, status, "resubmit")
     if not r.by.strip():
-        raise refuse(INVALID, "by: who resubmits must be named")
+        raise refuse(INVALID, "who resubmits must be named", "by")
     if not isinstance(r.payload, dict):
-        raise refuse(INVALID, "payload must be a JSON object")
+        raise refuse(INVALID, "payload must be a JSON object", "payload")
 
 
 def resubmitted_payload(current: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
