@@ -18,6 +18,7 @@ validator checks it against the task's approvers.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
 from typing import Annotated, Any, NoReturn, Protocol
 
 import asyncpg
@@ -26,6 +27,7 @@ from pydantic import BaseModel, Field
 from temporalio.client import Client
 
 from ops.errors import BadField, Conflict, Forbidden, NotFound
+from schemas.approval_io import ApprovalUpdateResult
 from workers.approvals import api as approvals
 from workers.approvals.api import ApprovalApiError
 
@@ -83,21 +85,21 @@ def add_routes(api: APIRouter, deps: Deps) -> None:
     @api.post("/tasks/{task_id}/decision")
     async def decide(task_id: str, body: DecisionBody) -> dict[str, Any]:
         """Approve, reject or request changes (``reason`` required unless approving)."""
-        try:
-            r = await approvals.send_decision(
-                deps.client, task_id, body.by, body.decision, body.reason
-            )
-        except ApprovalApiError as exc:
-            _raise(exc)
-        return {"task_id": r.task_id, "status": r.status, "seq": r.seq}
+        return await _answer(
+            approvals.send_decision(deps.client, task_id, body.by, body.decision, body.reason)
+        )
 
     @api.post("/tasks/{task_id}/resubmission")
     async def resubmit(task_id: str, body: ResubmissionBody) -> dict[str, Any]:
         """A new payload after ``request_changes``: a new round of the approval starts."""
-        try:
-            r = await approvals.send_resubmission(
-                deps.client, task_id, body.by, body.payload, body.note
-            )
-        except ApprovalApiError as exc:
-            _raise(exc)
-        return {"task_id": r.task_id, "status": r.status, "seq": r.seq}
+        return await _answer(
+            approvals.send_resubmission(deps.client, task_id, body.by, body.payload, body.note)
+        )
+
+
+async def _answer(update: Awaitable[ApprovalUpdateResult]) -> dict[str, Any]:
+    try:
+        r = await update
+    except ApprovalApiError as exc:
+        _raise(exc)
+    return {"task_id": r.task_id, "status": r.status, "seq": r.seq}
