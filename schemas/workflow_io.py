@@ -92,11 +92,13 @@ class PlanTasksResult:
 class TaskCarry:
     """What a task that loops carries into its next run when it continues as new.
 
-    Each loop adds its own field (approvals: the approval state with its audit trail).
+    Each loop adds its own field (approvals: the approval state with its audit trail;
+    pause-and-fix: the fixes so far, while the input's payload is the patched one).
     """
 
     continued_runs: int = 1  # how many times the task has continued as new, this one included
     approval: ApprovalState | None = None
+    fixes: list[FixEntry] | None = None
 
 
 @dataclass(frozen=True)
