@@ -7,12 +7,18 @@ only hold JSON-friendly types. Times are ISO-8601 strings in UTC.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
+from schemas import ids
 from schemas.approval_io import ApprovalState
 
 TRIGGER_EVENT = "event"
 TRIGGER_CRON = "cron"
+
+# The Temporal type name of the run workflow: the worker registers it under this
+# name and every starter (router, replay, cron dispatcher) starts it by it.
+RUN_ACTIVITY_WORKFLOW = "RunActivityWorkflow"
 
 
 @dataclass(frozen=True)
@@ -26,6 +32,35 @@ class RunActivityInput:
     scheduled_for: str | None = None
     context_window_start: str | None = None
     context_window_end: str | None = None
+
+    @classmethod
+    def for_event(cls, activity_id: str, event_id: str, event: dict[str, Any]) -> RunActivityInput:
+        """The run of ``activity_id`` triggered by one event (contract id and run id)."""
+        wid = ids.event_workflow_id(activity_id, event_id)
+        return cls(
+            activity_id=activity_id,
+            workflow_id=wid,
+            run_id=str(ids.run_id_for(wid)),
+            trigger_kind=TRIGGER_EVENT,
+            event_id=event_id,
+            event=event,
+        )
+
+    @classmethod
+    def for_cron(
+        cls, activity_id: str, window_start: datetime, window_end: datetime
+    ) -> RunActivityInput:
+        """The cron run of nominal time ``window_end``, covering ``(window_start, window_end]``."""
+        wid = ids.cron_workflow_id(activity_id, window_end)
+        return cls(
+            activity_id=activity_id,
+            workflow_id=wid,
+            run_id=str(ids.run_id_for(wid)),
+            trigger_kind=TRIGGER_CRON,
+            scheduled_for=window_end.isoformat(),
+            context_window_start=window_start.isoformat(),
+            context_window_end=window_end.isoformat(),
+        )
 
 
 @dataclass(frozen=True)

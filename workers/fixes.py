@@ -1,9 +1,10 @@
 """Pause-and-fix: a task whose handler fails for good waits for an operator.
 
 ``TaskInstanceWorkflow`` inherits :class:`PausableTask` and runs its handler
-through :meth:`PausableTask._recoverable` (the recoverable-step loop of
-shared/seeds/002). For a task whose ``on_failure`` is ``pause``, a permanent
-handler failure (non-retryable, or retries exhausted) does not fail the task:
+through :meth:`PausableTask._recoverable` (a recoverable step: on a permanent
+failure the workflow waits for an operator's update, then retries). For a task
+whose ``on_failure`` is ``pause``, a permanent handler failure (non-retryable,
+or retries exhausted) does not fail the task:
 
 1. the task row becomes ``pending_fix`` with the error;
 2. the search attributes ``IngestStatus=PENDING_FIX``, ``IngestFailedTask`` and

@@ -1,6 +1,6 @@
 """RunActivityWorkflow (one per trigger) and TaskInstanceWorkflow (one per planned task).
 
-Idempotency (shared/seeds/000, the contract): the run's workflow id and
+Idempotency (the contract, README "The contract"): the run's workflow id and
 ``run_id`` come from the trigger; ``log_run`` is an insert-or-nothing; each task
 is a child workflow with the id ``task-{run_id}:{task_type}:{index}`` and
 REJECT_DUPLICATE. On a replay after a worker restart the SDK finds the child
@@ -33,6 +33,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from schemas.ids import task_workflow_id
     from schemas.workflow_io import (
+        RUN_ACTIVITY_WORKFLOW,
         FinishRunInput,
         LogRunInput,
         PermitGrant,
@@ -186,7 +187,7 @@ class TaskInstanceWorkflow(PausableTask):
         return self._approval
 
 
-@workflow.defn(name="RunActivityWorkflow")
+@workflow.defn(name=RUN_ACTIVITY_WORKFLOW)
 class RunActivityWorkflow:
     @workflow.run
     async def run(self, inp: RunActivityInput) -> RunActivityResult:

@@ -3,7 +3,7 @@ an activity whose first task is an approval, and helpers to wait on its state.
 
 Temporal here is a PRIVATE dev server (in memory, free port, no UI), started once
 per session by the ``private_temporal`` fixture with the existing stack helper
-(``pipeline.stack.services.Temporal``, as the Temporal-outage fault scenario uses
+(``pipeline.stack.temporal.Temporal``, as the Temporal-outage fault scenario uses
 it), and the ``temporal`` client fixture is overridden to point at it:
 
 * its ``limit.historyCount.suggestContinueAsNew`` is lowered to ``SUGGEST_AT``
@@ -28,7 +28,8 @@ import pytest
 from temporalio.client import Client, WorkflowHandle
 
 from pipeline.settings import Settings
-from pipeline.stack.services import StackSettings, Temporal
+from pipeline.stack.settings import StackSettings
+from pipeline.stack.temporal import Temporal
 from schemas.approval_io import ApprovalDecision, ApprovalState, ApprovalUpdateResult
 from schemas.ids import task_workflow_id
 from schemas.workflow_io import RunActivityInput

@@ -11,13 +11,14 @@ from datetime import timedelta
 from typing import Any
 
 import asyncpg
-import orjson
 import pytest
 from temporalio.client import Client, WorkflowHandle
 from temporalio.common import WorkflowIDReusePolicy
 
+from definitions import store
 from pipeline.runtime import Shutdown
 from pipeline.settings import Settings
+from schemas.definitions import ActivityDef, EventTrigger, TaskDef
 from schemas.ids import event_workflow_id, run_id_for
 from schemas.workflow_io import RunActivityInput
 from workers.handlers import Handler, Registry, load_registry
@@ -28,14 +29,16 @@ from workers.workflows import RunActivityWorkflow
 
 
 async def insert_activity(pool: asyncpg.Pool, tasks: list[dict[str, Any]]) -> str:
+    """Store an activity with these tasks, unchecked: a test may store a task
+    ``apply`` would refuse (the planner must reject it)."""
     activity_id = str(uuid.uuid4())
-    await pool.execute(
-        "INSERT INTO activities (id, name, trigger, tasks) VALUES ($1, $2, $3::jsonb, $4::jsonb)",
-        uuid.UUID(activity_id),
-        f"test-{activity_id[:8]}",
-        orjson.dumps({"type": "event", "event_type": "test.event"}).decode(),
-        orjson.dumps(tasks).decode(),
+    act = ActivityDef.model_construct(
+        id=uuid.UUID(activity_id),
+        name=f"test-{activity_id[:8]}",
+        trigger=EventTrigger(type="event", event_type="test.event"),
+        tasks=[TaskDef.model_construct(**t) for t in tasks],
     )
+    await store.upsert(pool, [act])
     return activity_id
 
 
