@@ -59,7 +59,6 @@ async def _database() -> tuple[str, str]:
 
 
 async def record(out: Path) -> list[Path]:
-    out.mkdir(parents=True, exist_ok=True)
     name, url = await _database()
     client = await Client.connect(TEMPORAL)
     pool = await asyncpg.create_pool(url, min_size=1, max_size=5)
@@ -123,7 +122,9 @@ async def record(out: Path) -> list[Path]:
 
 
 if __name__ == "__main__":
-    paths = asyncio.run(record(Path(sys.argv[1])))
+    target = Path(sys.argv[1])
+    target.mkdir(parents=True, exist_ok=True)
+    paths = asyncio.run(record(target))
     print("\n".join(str(p) for p in paths), flush=True)
     sys.stdout.flush()
     import os
