@@ -16,8 +16,10 @@ import orjson
 from aiokafka import AIOKafkaProducer
 from temporalio.client import Client
 
+from definitions import store
 from pipeline import db, kafka, settings
 from pipeline.clients import ensure_topics
+from schemas.definitions import ActivityDef, EventTrigger, TaskDef
 
 RESULTS = Path(__file__).resolve().parent / "results"
 PARTITIONS = 3
@@ -83,13 +85,13 @@ async def drop_env(env: Env) -> None:
 
 async def seed_activity(pool: asyncpg.Pool, event_type: str) -> str:
     aid = uuid.uuid4()
-    await pool.execute(
-        "INSERT INTO activities (id, name, enabled, trigger, tasks) VALUES ($1, $2, true, $3, $4)",
-        aid,
-        f"bench {aid}",
-        orjson.dumps({"type": "event", "event_type": event_type}).decode(),
-        orjson.dumps([{"type": "noop"}]).decode(),
+    act = ActivityDef(
+        id=aid,
+        name=f"bench {aid}",
+        trigger=EventTrigger(type="event", event_type=event_type),
+        tasks=[TaskDef(type="noop")],
     )
+    await store.upsert(pool, [act])
     return str(aid)
 
 

@@ -30,8 +30,8 @@ async def child() -> None:
     from temporalio.client import Client
 
     from pipeline import db, settings
+    from replay.topic import Replayer, ReplayRange
     from router.config import RouterSettings
-    from router.replay import Replayer, ReplayRange
 
     cfg = settings.load(process__metrics_port=0)
     pool = await db.create_pool(cfg.database.url.get_secret_value(), 1, 10)

@@ -25,9 +25,9 @@ from bench.common import (
     verdict,
     write_result,
 )
+from replay.topic import Replayer, ReplayRange
 from router.config import RouterSettings
 from router.ledger import Ledger, LedgerEntry
-from router.replay import Replayer, ReplayRange
 from schemas import ids
 
 NAME = "replay_duplicates"

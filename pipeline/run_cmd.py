@@ -37,6 +37,7 @@ async def _pump(name: str, stream: asyncio.StreamReader) -> None:
 async def _seed_demo() -> None:
     import orjson
 
+    from definitions import store
     from pipeline import settings
     from pipeline.clients import db_pool
     from schemas.definitions import ActivityFile
@@ -44,17 +45,8 @@ async def _seed_demo() -> None:
     defs = ActivityFile.model_validate(orjson.loads(DEMO_FILE.read_bytes()))
     pool = await db_pool(settings.load().database)
     try:
+        await store.upsert(pool, defs.activities, keep_existing=True)
         for a in defs.activities:
-            await pool.execute(
-                "INSERT INTO activities (id, name, enabled, trigger, dedupe_key_strategy, tasks)"
-                " VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (id) DO NOTHING",
-                a.id,
-                a.name,
-                a.enabled,
-                a.trigger.model_dump_json(),
-                a.dedupe_key_strategy,
-                orjson.dumps([t.model_dump() for t in a.tasks]).decode(),
-            )
             print(
                 f"demo activity {a.id} ({a.name}) listens for "
                 f"{getattr(a.trigger, 'event_type', a.trigger.type)!r}"

@@ -24,29 +24,29 @@ start more replays, and backfilling an old time never reopens old gaps.
 from __future__ import annotations
 
 import logging
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from temporalio import activity, workflow
 
 with workflow.unsafe.imports_passed_through():
     from temporalio.client import Client, ScheduleBackfill, ScheduleOverlapPolicy
-    from temporalio.common import RetryPolicy, SearchAttributeKey, WorkflowIDReusePolicy
-    from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
+    from temporalio.common import RetryPolicy, SearchAttributeKey
+    from temporalio.exceptions import ApplicationError
     from temporalio.service import RPCError, RPCStatusCode
 
+    from definitions import store as activity_store
     from pipeline import metrics
+    from pipeline.starter import DUPLICATE, STARTED, Starter
     from scheduler import misfire, store, timing
     from scheduler.io import CronFireInput, FireInput, FireResult
-    from scheduler.spec import dispatcher_id, schedule_id
     from schemas.definitions import CronTrigger
-    from schemas.ids import cron_workflow_id, run_id_for
+    from schemas.ids import cron_workflow_id, dispatcher_workflow_id, schedule_id
     from schemas.workflow_io import TRIGGER_CRON, RunActivityInput
 
 log = logging.getLogger(__name__)
 
 SCHEDULED_START = SearchAttributeKey.for_datetime("TemporalScheduledStartTime")
-RUN_WORKFLOW = "RunActivityWorkflow"
 # How many of the newest gap candidates are checked against Temporal: a run may
 # be started (or its dispatcher queued) but not logged in activity_runs yet.
 VERIFY_TAIL = 20
@@ -77,16 +77,12 @@ class CronFireWorkflow:
         )
 
 
-def dispatcher_workflow_id(activity_id: str, nominal: datetime) -> str:
-    """The id Temporal gives the dispatcher of ``nominal``: ``{id}-{RFC3339}``."""
-    return f"{dispatcher_id(activity_id)}-{nominal.astimezone(UTC):%Y-%m-%dT%H:%M:%SZ}"
-
-
 class CronActivities:
     def __init__(self, client: Client, pool: Any, task_queue: str) -> None:
         self._client = client
         self._pool = pool
-        self._task_queue = task_queue
+        # Outages are not retried here: the fire is an activity Temporal retries.
+        self._starter = Starter(client, task_queue, component="scheduler", retry_outages=False)
 
     def all(self) -> list[Any]:
         return [self.fire]
@@ -94,7 +90,7 @@ class CronActivities:
     @activity.defn(name="cron_fire")
     async def fire(self, inp: FireInput) -> FireResult:
         """Start the run of one nominal time, applying the misfire policy to a gap before it."""
-        act = await store.get(self._pool, inp.activity_id)
+        act = await activity_store.get(self._pool, inp.activity_id)
         if act is None or not isinstance(act.trigger, CronTrigger):
             log.warning(
                 "schedule fired for unknown activity %s: run `ingest schedules sync`",
@@ -115,7 +111,7 @@ class CronActivities:
         if decision.replay:
             await self._backfill(inp.activity_id, decision.replay)
         outcome, wid, run = await self._start(inp.activity_id, decision)
-        if outcome == "started" and decision.misfires:
+        if outcome == STARTED and decision.misfires:
             # Counted by the fire that actually ran: a duplicate re-fire sees the
             # same gap and must not count it again.
             metrics.MISFIRES.labels(policy=trigger.misfire_policy).inc(decision.misfires)
@@ -136,7 +132,7 @@ class CronActivities:
             run.context_window_start,
             run.context_window_end,
             [t.isoformat() for t in decision.replay],
-            decision.misfires if outcome == "started" else 0,
+            decision.misfires if outcome == STARTED else 0,
         )
 
     async def _decide(
@@ -179,16 +175,8 @@ class CronActivities:
     async def _start(
         self, activity_id: str, decision: misfire.Decision
     ) -> tuple[str, str, RunActivityInput]:
-        wid = cron_workflow_id(activity_id, decision.window_end)
-        run = RunActivityInput(
-            activity_id=activity_id,
-            workflow_id=wid,
-            run_id=str(run_id_for(wid)),
-            trigger_kind=TRIGGER_CRON,
-            scheduled_for=decision.window_end.isoformat(),
-            context_window_start=decision.window_start.isoformat(),
-            context_window_end=decision.window_end.isoformat(),
-        )
+        run = RunActivityInput.for_cron(activity_id, decision.window_start, decision.window_end)
+        wid = run.workflow_id
         if await store.run_logged(self._pool, wid):
             # Temporal forgets closed ids after the namespace retention (24 h on
             # the dev server); activity_runs does not, so an old backfill stays a no-op.
@@ -196,20 +184,8 @@ class CronActivities:
                 component="scheduler", trigger=TRIGGER_CRON, layer="ledger"
             ).inc()
             log.info("cron run %s already logged: not starting it again", wid)
-            return "duplicate", wid, run
-        try:
-            await self._client.start_workflow(
-                RUN_WORKFLOW,
-                run,
-                id=wid,
-                task_queue=self._task_queue,
-                id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
-            )
-        except WorkflowAlreadyStartedError:
-            metrics.DUPLICATES_SUPPRESSED.labels(
-                component="scheduler", trigger=TRIGGER_CRON, layer="temporal"
-            ).inc()
+            return DUPLICATE, wid, run
+        outcome = await self._starter.start(run)
+        if outcome == DUPLICATE:
             log.info("cron run %s already started: not starting it again", wid)
-            return "duplicate", wid, run
-        metrics.WORKFLOWS_STARTED.labels(trigger=TRIGGER_CRON).inc()
-        return "started", wid, run
+        return outcome, wid, run

@@ -31,18 +31,18 @@ from temporalio.client import (
 from temporalio.converter import DataConverter
 from temporalio.service import RPCError, RPCStatusCode
 
+from definitions import store as activity_store
 from scheduler import store, timing
 from scheduler.spec import (
     DISABLED_NOTE,
     FINGERPRINT_MEMO,
     OPERATOR_NOTE,
-    SCHEDULE_PREFIX,
     TASK_QUEUE_MEMO,
     build_schedule,
     fingerprint,
-    schedule_id,
 )
 from schemas.definitions import ActivityDef, CronTrigger
+from schemas.ids import SCHEDULE_PREFIX, schedule_id
 
 RESUMED_NOTE = "resumed by ingest"
 
@@ -120,7 +120,7 @@ async def ensure(client: Client, act: ActivityDef, task_queue: str) -> list[Chan
 
 async def reconcile(client: Client, pool: asyncpg.Pool, task_queue: str) -> list[Change]:
     """Every change needed so that schedules match the cron activities in ``pool``."""
-    activities = await store.cron_activities(pool)
+    activities = await activity_store.cron_activities(pool)
     wanted = {schedule_id(a.id) for a in activities}
     changes: list[Change] = []
     for act in activities:
@@ -151,7 +151,7 @@ async def resume(client: Client, pool: asyncpg.Pool, activity_id: str) -> str:
     resume (see :mod:`scheduler.misfire`): one code path for every kind of gap.
     """
     await client.get_schedule_handle(schedule_id(activity_id)).unpause(note=RESUMED_NOTE)
-    act = await store.get(pool, activity_id)
+    act = await activity_store.get(pool, activity_id)
     if act is None or not isinstance(act.trigger, CronTrigger):
         return "resumed (activity not in the database: run `ingest schedules sync`)"
     now = datetime.now(UTC)

@@ -21,7 +21,8 @@ import pytest
 
 from pipeline import db, settings
 from pipeline.stack import manager
-from pipeline.stack.services import Postgres, StackSettings
+from pipeline.stack.postgres import Postgres
+from pipeline.stack.settings import StackSettings
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -12,6 +12,9 @@ import asyncpg
 import orjson
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
+from definitions import store
+from schemas.definitions import ActivityDef
+
 
 async def seed_activity(
     pool: asyncpg.Pool,
@@ -23,15 +26,16 @@ async def seed_activity(
     activity_id: uuid.UUID | None = None,
 ) -> str:
     aid = activity_id or uuid.uuid4()
-    trig = trigger or {"type": "event", "event_type": event_type}
-    await pool.execute(
-        "INSERT INTO activities (id, name, enabled, trigger, tasks) VALUES ($1, $2, $3, $4, $5)",
-        aid,
-        f"test {aid}",
-        enabled,
-        orjson.dumps(trig).decode(),
-        orjson.dumps(tasks if tasks is not None else [{"type": "noop"}]).decode(),
+    act = ActivityDef.model_validate(
+        {
+            "id": aid,
+            "name": f"test {aid}",
+            "enabled": enabled,
+            "trigger": trigger or {"type": "event", "event_type": event_type},
+            "tasks": tasks if tasks is not None else [{"type": "noop"}],
+        }
     )
+    await store.upsert(pool, [act])
     return str(aid)
 
 

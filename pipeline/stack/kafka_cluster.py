@@ -31,17 +31,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from pipeline.stack.kafka import Kafka, _java, _kafka_cluster_id, _kafka_handshake
 from pipeline.stack.kafka_inspect import metadata
 from pipeline.stack.procs import Proc, StackError, pid_alive, port_open
-from pipeline.stack.services import (
-    _LOG4J,
-    HOST,
-    Kafka,
-    StackSettings,
-    _java,
-    _kafka_cluster_id,
-    _kafka_handshake,
-)
+from pipeline.stack.settings import HOST, StackSettings
+from pipeline.stack.templates import template
 
 # The JVM flags of a cluster node: a small fixed heap, the serial collector (no
 # parallel GC threads), C1 only (less JIT CPU; a short-lived test broker never
@@ -256,12 +250,12 @@ class KafkaCluster:
             id_file.write_text(_kafka_cluster_id())
         cluster_id = id_file.read_text().strip()
         voters = ",".join(f"{n.node_id}@{HOST}:{n.controller_port}" for n in self.nodes)
-        (self.home / "log4j2.properties").write_text(_LOG4J)
+        (self.home / "log4j2.properties").write_text(template("log4j2.properties"))
         for n in self.nodes:
             n.home.mkdir(parents=True, exist_ok=True)
             props = n.home / "server.properties"
             props.write_text(
-                _PROPERTIES.format(
+                template("kafka-cluster.properties").format(
                     node_id=n.node_id,
                     voters=voters,
                     host=HOST,
@@ -305,36 +299,3 @@ class KafkaCluster:
                 return False
 
         self._poll(enough, time.monotonic() + timeout)
-
-
-_PROPERTIES = """# Written by pipeline/stack/kafka_cluster.py; edits are overwritten.
-process.roles=broker,controller
-node.id={node_id}
-controller.quorum.voters={voters}
-listeners=PLAINTEXT://{host}:{port},CONTROLLER://{host}:{cport}
-advertised.listeners=PLAINTEXT://{host}:{port}
-controller.listener.names=CONTROLLER
-inter.broker.listener.name=PLAINTEXT
-listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT
-log.dirs={data}
-num.partitions=6
-default.replication.factor={rf}
-min.insync.replicas={min_isr}
-unclean.leader.election.enable=false
-auto.create.topics.enable=false
-offsets.topic.replication.factor={rf}
-offsets.topic.num.partitions=6
-transaction.state.log.replication.factor={rf}
-transaction.state.log.min.isr={min_isr}
-transaction.state.log.num.partitions=6
-share.coordinator.state.topic.replication.factor={rf}
-share.coordinator.state.topic.min.isr={min_isr}
-group.initial.rebalance.delay.ms=0
-num.network.threads=2
-num.io.threads=2
-num.replica.fetchers=1
-background.threads=2
-num.recovery.threads.per.data.dir=1
-log.retention.hours=168
-log.segment.bytes=104857600
-"""

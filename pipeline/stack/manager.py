@@ -5,9 +5,12 @@ from __future__ import annotations
 import argparse
 import sys
 
+from pipeline.stack.kafka import Kafka
 from pipeline.stack.kafka_cluster import KafkaCluster, stack_kafka
+from pipeline.stack.postgres import Postgres
 from pipeline.stack.procs import StackError
-from pipeline.stack.services import HOST, Kafka, Postgres, StackSettings, Temporal
+from pipeline.stack.settings import HOST, StackSettings
+from pipeline.stack.temporal import Temporal
 
 
 def _services(

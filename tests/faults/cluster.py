@@ -24,9 +24,10 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 from pipeline import settings
 from pipeline.clients import ensure_topics, topic_configs
+from pipeline.stack.kafka import Kafka
 from pipeline.stack.kafka_cluster import KafkaCluster
 from pipeline.stack.kafka_inspect import under_replicated
-from pipeline.stack.services import Kafka, StackSettings
+from pipeline.stack.settings import StackSettings
 from tests.conftest import ROOT, Topics
 from tests.faults import harness as h
 

@@ -1,7 +1,7 @@
 """Scenario 6: restart a PRIVATE Kafka broker mid-stream.
 
 The shared broker is never touched: this test runs its own KRaft broker
-(``pipeline.stack.services.Kafka`` on free ports, data in tmp, the broker jars
+(``pipeline.stack.kafka.Kafka`` on free ports, data in tmp, the broker jars
 symlinked from ``.stack/kafka/libs-<version>`` so Maven is not run again). Half the
 events are produced, the broker is stopped while ingress and router work through
 them, restarted, then the other half is produced. Nothing is lost, nothing runs
@@ -18,7 +18,8 @@ import pytest
 
 from pipeline import settings
 from pipeline.clients import ensure_topics
-from pipeline.stack.services import Kafka, StackSettings
+from pipeline.stack.kafka import Kafka
+from pipeline.stack.settings import StackSettings
 from tests import helpers
 from tests.conftest import ROOT
 from tests.faults import harness as h

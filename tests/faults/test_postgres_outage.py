@@ -1,7 +1,7 @@
 """Scenario 5: stop a PRIVATE PostgreSQL mid-stream, then restart it.
 
 The shared PostgreSQL is never touched: this test starts its own embedded server
-(``pipeline.stack.services.Postgres`` on a free port, data in tmp) and migrates it.
+(``pipeline.stack.postgres.Postgres`` on a free port, data in tmp) and migrates it.
 While it is down the router's ledger writes and the worker's bookkeeping
 activities fail and are retried; after the restart everything completes and the
 invariant holds.
@@ -17,7 +17,8 @@ import asyncpg
 import pytest
 
 from pipeline import db
-from pipeline.stack.services import Postgres, StackSettings
+from pipeline.stack.postgres import Postgres
+from pipeline.stack.settings import StackSettings
 from tests import helpers
 from tests.faults import harness as h
 

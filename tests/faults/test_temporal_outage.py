@@ -1,7 +1,7 @@
 """Scenario 4: stop a PRIVATE Temporal dev server mid-stream, then restart it.
 
 The shared stack's Temporal is never touched: this test starts its own dev server
-(``pipeline.stack.services.Temporal`` on a free port, SQLite in tmp, so a restart
+(``pipeline.stack.temporal.Temporal`` on a free port, SQLite in tmp, so a restart
 keeps history). While it is down the router backs off
 (``pipeline_start_errors_total`` rises) and commits nothing it has not started:
 every committed offset has its ledger row. After the restart it catches up and the
@@ -17,7 +17,8 @@ import uuid
 import pytest
 from temporalio.client import Client
 
-from pipeline.stack.services import StackSettings, Temporal
+from pipeline.stack.settings import StackSettings
+from pipeline.stack.temporal import Temporal
 from tests import helpers
 from tests.faults import harness as h
 

@@ -7,9 +7,10 @@ from pathlib import Path
 import pytest
 
 from pipeline.clients import topic_configs
+from pipeline.stack.kafka import Kafka
 from pipeline.stack.kafka_cluster import KafkaCluster, stack_kafka
 from pipeline.stack.procs import StackError
-from pipeline.stack.services import Kafka, StackSettings
+from pipeline.stack.settings import StackSettings
 
 
 def test_stack_cluster_ports_keep_the_default_bootstrap_address(tmp_path: Path) -> None:

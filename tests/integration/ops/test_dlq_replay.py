@@ -8,7 +8,7 @@ import json
 from aiokafka import TopicPartition
 
 from pipeline import kafka
-from router.replay import topic_partitions
+from replay.session import topic_partitions
 from tests.helpers import event, produce, seed_activity
 
 from .procs import Proc, env_for

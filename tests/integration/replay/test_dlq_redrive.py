@@ -8,9 +8,11 @@ import uuid
 
 import orjson
 
+from ingress import config as ingress_config
+from ingress.records import restamper
 from pipeline.runtime import Shutdown
+from replay.dlq import DlqRedriver
 from router.config import RouterSettings
-from router.dlq_redrive import DlqRedriver
 from schemas import ids
 from tests import helpers
 from tests.integration.replay.util import exists, route_until_committed
@@ -56,6 +58,7 @@ async def _ingress_until_dead_lettered(cfg, n: int) -> None:  # type: ignore[no-
 
 async def test_dlq_redrive_after_a_fix(cfg, temporal, db_pool):
     k = cfg.kafka
+    restamp = restamper(k, ingress_config.load)
     aid = await helpers.seed_activity(db_pool, "doc.big")
     tag = uuid.uuid4().hex[:8]
     # Ingress rejections: one too large (fixed by raising the limit), one not JSON (never fixed).
@@ -90,14 +93,20 @@ async def test_dlq_redrive_after_a_fix(cfg, temporal, db_pool):
     # The fix: default limits (1 MB) for ingress and router. Dry run first: nothing moves.
     group = f"dlq-{tag}"
     dry = await DlqRedriver(
-        cfg, RouterSettings(), client=temporal, pool=db_pool, group=group, dry_run=True
+        cfg,
+        RouterSettings(),
+        client=temporal,
+        pool=db_pool,
+        restamp=restamp,
+        group=group,
+        dry_run=True,
     ).run()
     assert dry.extra["dlq_read"] == 4 and dry.stats.would_start == 1
     assert dry.extra["to_events"] == 1 and dry.extra["returned_to_dlq"] == 2
     assert len(await helpers.read_all(k.bootstrap_servers, k.dlq_topic)) == 4
 
     report = await DlqRedriver(
-        cfg, RouterSettings(), client=temporal, pool=db_pool, group=group
+        cfg, RouterSettings(), client=temporal, pool=db_pool, restamp=restamp, group=group
     ).run()
     assert report.complete
     assert report.extra["dlq_read"] == 4
@@ -132,7 +141,13 @@ async def test_dlq_redrive_after_a_fix(cfg, temporal, db_pool):
     # Run again: the fixed ones are not re-driven twice; only the attempt-2 records are read.
     # With --reason too_large they are carried forward unchanged, not re-driven.
     again = await DlqRedriver(
-        cfg, RouterSettings(), client=temporal, pool=db_pool, group=group, reason="too_large"
+        cfg,
+        RouterSettings(),
+        client=temporal,
+        pool=db_pool,
+        restamp=restamp,
+        group=group,
+        reason="too_large",
     ).run()
     assert again.extra["dlq_read"] == 2 and again.extra["carried_forward"] == 2
     assert again.stats.started == 0 and again.extra["to_events"] == 0

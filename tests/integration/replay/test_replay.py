@@ -12,8 +12,8 @@ import time
 import uuid
 from datetime import UTC, datetime, timedelta
 
+from replay.topic import Replayer, ReplayRange
 from router.config import RouterSettings
-from router.replay import Replayer, ReplayRange
 from schemas import ids
 from tests import helpers
 from tests.conftest import ROOT
@@ -151,7 +151,7 @@ async def test_cli_json_summary_parses(cfg, temporal, db_pool):
         "TEMPORAL_TASK_QUEUE": cfg.temporal.task_queue,
         "DATABASE_URL": cfg.database.url.get_secret_value(),
     }
-    args = [sys.executable, "-m", "router.replay_cmd", "--topic", cfg.kafka.events_topic]
+    args = [sys.executable, "-m", "replay.cli", "--topic", cfg.kafka.events_topic]
     proc = await asyncio.create_subprocess_exec(
         *args, "--from-offset", "0", "--json", "--dry-run",
         cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,

@@ -16,11 +16,11 @@ from temporalio.client import Client
 from temporalio.service import RPCError
 from temporalio.worker import Worker
 
+from definitions import store
 from pipeline.settings import Settings
-from scheduler import store
 from scheduler.dispatcher import CronActivities, CronFireWorkflow
-from scheduler.spec import schedule_id
 from schemas.definitions import ActivityDef
+from schemas.ids import schedule_id
 from workers.activities import RunActivities
 from workers.handlers import Resources, load_registry
 from workers.workflows import RunActivityWorkflow, TaskInstanceWorkflow

@@ -12,7 +12,8 @@ import orjson
 import yaml
 from temporalio.service import RPCError
 
-from scheduler.spec import DISABLED_NOTE, OPERATOR_NOTE, schedule_id
+from scheduler.spec import DISABLED_NOTE, OPERATOR_NOTE
+from schemas.ids import schedule_id
 
 ROOT = Path(__file__).resolve().parents[3]
 

@@ -11,9 +11,8 @@ import orjson
 from temporalio.client import ScheduleBackfill, ScheduleOverlapPolicy
 
 from scheduler import sync
-from scheduler.spec import schedule_id
-from schemas.ids import cron_workflow_id, run_id_for
-from schemas.workflow_io import RunActivityInput
+from schemas.ids import cron_workflow_id, run_id_for, schedule_id
+from schemas.workflow_io import RUN_ACTIVITY_WORKFLOW, RunActivityInput
 from tests.helpers import eventually, metric_value
 
 from .conftest import cron_runs, nominal_times
@@ -68,7 +67,7 @@ async def test_trigger_and_backfill_of_a_time_that_ran_start_nothing_twice(
         # not polled), so only Temporal's REJECT_DUPLICATE can stop the backfill.
         queued = cron_workflow_id(act.id, hour - 2 * HOUR)
         await temporal.start_workflow(
-            "RunActivityWorkflow",
+            RUN_ACTIVITY_WORKFLOW,
             RunActivityInput(str(act.id), queued, str(run_id_for(queued)), "cron",
                              scheduled_for=(hour - 2 * HOUR).isoformat()),
             id=queued, task_queue=f"unpolled-{uuid.uuid4()}",

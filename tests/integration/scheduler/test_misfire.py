@@ -11,7 +11,7 @@ import asyncio
 from datetime import UTC, datetime, timedelta
 
 from scheduler import sync
-from scheduler.spec import schedule_id
+from schemas.ids import schedule_id
 from tests.helpers import eventually, metric_value
 
 from .conftest import cron_runs, nominal_times

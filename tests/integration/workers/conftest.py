@@ -5,36 +5,40 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from datetime import timedelta
 from typing import Any
 
 import asyncpg
-import orjson
 import pytest
 from temporalio.client import Client, WorkflowHandle
 from temporalio.common import WorkflowIDReusePolicy
 
+from definitions import store
 from pipeline.runtime import Shutdown
 from pipeline.settings import Settings
+from schemas.definitions import ActivityDef, EventTrigger, TaskDef
 from schemas.ids import event_workflow_id, run_id_for
 from schemas.workflow_io import RunActivityInput
 from workers.handlers import Handler, Registry, load_registry
+from workers.parts import PartFactory, core_part
 from workers.settings import WorkerSettings
 from workers.worker import run_worker
 from workers.workflows import RunActivityWorkflow
 
 
 async def insert_activity(pool: asyncpg.Pool, tasks: list[dict[str, Any]]) -> str:
+    """Store an activity with these tasks, unchecked: a test may store a task
+    ``apply`` would refuse (the planner must reject it)."""
     activity_id = str(uuid.uuid4())
-    await pool.execute(
-        "INSERT INTO activities (id, name, trigger, tasks) VALUES ($1, $2, $3::jsonb, $4::jsonb)",
-        uuid.UUID(activity_id),
-        f"test-{activity_id[:8]}",
-        orjson.dumps({"type": "event", "event_type": "test.event"}).decode(),
-        orjson.dumps(tasks).decode(),
+    act = ActivityDef.model_construct(
+        id=uuid.UUID(activity_id),
+        name=f"test-{activity_id[:8]}",
+        trigger=EventTrigger(type="event", event_type="test.event"),
+        tasks=[TaskDef.model_construct(**t) for t in tasks],
     )
+    await store.upsert(pool, [act])
     return activity_id
 
 
@@ -83,13 +87,16 @@ async def wait_until(cond: Callable[[], Awaitable[bool]], timeout: float = 30) -
 WorkerFactory = Callable[..., Any]
 
 
-@pytest.fixture
-def worker(cfg: Settings, temporal: Client, db_pool: asyncpg.Pool) -> WorkerFactory:
-    """``async with worker(registry=..., settings=..., emit_topic=...)``: a running worker."""
+def worker_factory(cfg: Settings, temporal: Client, db_pool: asyncpg.Pool) -> WorkerFactory:
+    """``async with factory(registry=..., settings=..., parts=..., emit_topic=...)``: a
+    running worker (``parts``: the runs alone unless given)."""
 
     @asynccontextmanager
     async def run(
-        registry: Registry | None = None, settings: Settings | None = None, **wkw: Any
+        registry: Registry | None = None,
+        settings: Settings | None = None,
+        parts: Sequence[PartFactory] = (core_part,),
+        **wkw: Any,
     ) -> AsyncIterator[asyncio.Task[int]]:
         shutdown = Shutdown()
         task = asyncio.create_task(
@@ -100,6 +107,7 @@ def worker(cfg: Settings, temporal: Client, db_pool: asyncpg.Pool) -> WorkerFact
                 pool=db_pool,
                 registry=registry or load_registry(use_entry_points=False),
                 worker_settings=WorkerSettings(**wkw),
+                parts=parts,
             )
         )
         try:
@@ -109,3 +117,9 @@ def worker(cfg: Settings, temporal: Client, db_pool: asyncpg.Pool) -> WorkerFact
             assert await asyncio.wait_for(task, 60) == 0
 
     return run
+
+
+@pytest.fixture
+def worker(cfg: Settings, temporal: Client, db_pool: asyncpg.Pool) -> WorkerFactory:
+    """``async with worker(...)``: see :func:`worker_factory`."""
+    return worker_factory(cfg, temporal, db_pool)

@@ -6,21 +6,22 @@ import pytest
 from aiokafka.structs import TopicPartition
 
 from ingress import config
-from ingress.service import _AckTracker, raw_topics
+from ingress.service import raw_topics
 from pipeline import settings
+from pipeline.offsets import OffsetTracker
 from pipeline.settings import ConfigError
-from tests.unit.ingress.helpers import record
 
 
 def test_commit_point_only_advances_over_a_contiguous_acked_prefix() -> None:
-    msgs = [record(b"", partition=0, offset=o) for o in (10, 11, 12, 13)]
-    t = _AckTracker({TopicPartition("raw", 0): msgs})
     tp = TopicPartition("raw", 0)
-    assert t.ack(msgs[1]) is None  # 10 not yet acknowledged
-    assert t.ack(msgs[3]) is None
-    assert t.ack(msgs[0]) == (tp, 12)  # 10 and 11 done -> commit 12
-    assert t.ack(msgs[2]) == (tp, 14)
-    assert t.pending() == 0
+    t = OffsetTracker()  # what ingress tracks per batch
+    for o in (10, 11, 12, 13):
+        t.add(tp, o)
+    assert t.ack(tp, 11) is None  # 10 not yet acknowledged
+    assert t.ack(tp, 13) is None
+    assert t.ack(tp, 10) == 12  # 10 and 11 done -> commit 12
+    assert t.ack(tp, 12) == 14
+    assert t.in_flight == 0
 
 
 def test_raw_topics_comma_separated() -> None:

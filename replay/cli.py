@@ -1,6 +1,6 @@
 """``ingest replay``: re-route a range of a topic, or re-drive the DLQ, after an incident.
 
-The work is in :mod:`router.replay`; this module parses flags, builds the
+The work is in :mod:`replay.topic` and :mod:`replay.dlq`; this module parses flags, builds the
 clients, draws a progress bar on a TTY and prints the summary (text or JSON).
 """
 
@@ -15,12 +15,15 @@ import time
 from datetime import datetime
 from typing import TextIO
 
+from ingress import config as ingress_config
+from ingress.records import restamper
 from pipeline import logs, settings
 from pipeline.clients import Unreachable, check_kafka, db_pool, temporal_client
 from pipeline.runtime import Shutdown
+from replay.dlq import DLQ_GROUP, DlqRedriver
+from replay.session import ReplayError, ReplayReport
+from replay.topic import Replayer, ReplayRange
 from router.config import RouterSettings, load_router_settings
-from router.dlq_redrive import DlqRedriver
-from router.replay import DLQ_GROUP, Replayer, ReplayError, ReplayRange, ReplayReport
 
 log = logging.getLogger("replay")
 
@@ -141,6 +144,7 @@ async def _main(args: argparse.Namespace, cfg: settings.Settings, rcfg: RouterSe
                 rcfg,
                 client=client,
                 pool=pool,
+                restamp=restamper(cfg.kafka, ingress_config.load),
                 group=args.group,
                 reason=args.reason,
                 dry_run=args.dry_run,
@@ -230,7 +234,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m router.replay_cmd ...``: the subcommand on its own (same flags)."""
+    """``python -m replay.cli ...``: the subcommand on its own (same flags)."""
     from pipeline.settings import ConfigError
 
     parser = argparse.ArgumentParser(prog="ingest")

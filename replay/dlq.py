@@ -1,11 +1,12 @@
 """``ingest replay --dlq``: re-drive dead letters through the same validation, once.
 
-Ingress rejections (``dlq_component=ingress``) go back through
-:func:`ingress.records.transform` on a copy of the record rebuilt from its
-``dlq_source_*`` coordinates, so the event id is the one the first attempt would
-have stamped. Everything else goes back through the router's :class:`Routing`.
-Still-bad messages return to the DLQ byte for byte with ``dlq_attempt`` + 1.
-Progress is the consumer group ``ingest-dlq-replay``, committed per handled batch.
+Ingress rejections (``dlq_component=ingress``) go back through ingress's own
+transform (injected as ``restamp``, e.g. :func:`ingress.records.restamper`) on a
+copy of the record rebuilt from its ``dlq_source_*`` coordinates, so the event
+id is the one the first attempt would have stamped. Everything else goes back
+through the router's :class:`Routing`. Still-bad messages return to the DLQ
+byte for byte with ``dlq_attempt`` + 1. Progress is the consumer group
+``ingest-dlq-replay``, committed per handled batch.
 """
 
 from __future__ import annotations
@@ -14,27 +15,31 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import replace
-from typing import Any
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
-import asyncpg
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.structs import ConsumerRecord
-from temporalio.client import Client
 
 from pipeline import kafka
-from pipeline.settings import Settings
-from router.catalog import ActivityCatalog
-from router.config import RouterSettings
-from router.replay import (
-    DLQ_GROUP,
+from replay.session import (
     STALL_SECONDS,
-    Progress,
+    Ranges,
     ReplayReport,
-    build_routing,
+    SessionRunner,
     topic_partitions,
+    unfinished,
+    wait_for_stops,
 )
 from router.routing import Routing
+
+if TYPE_CHECKING:
+    from ingress.records import Outgoing
+
+DLQ_GROUP = "ingest-dlq-replay"
+
+Restamp = Callable[[ConsumerRecord], "Outgoing"]
+"""Ingress's transform of a raw record (its settings): an event, or a DLQ record."""
 
 log = logging.getLogger(__name__)
 
@@ -62,90 +67,44 @@ def _source_record(msg: ConsumerRecord) -> ConsumerRecord:
     return replace(msg, topic=coords[0], partition=coords[1], offset=coords[2], headers=headers)
 
 
-class DlqRedriver:
+@dataclass(kw_only=True)
+class DlqRedriver(SessionRunner):
     """Re-drives the DLQ once; :meth:`run` returns the report.
 
+    ``restamp``: ingress's transform, applied to ingress rejections.
     ``reason``: only messages with this ``dlq_reason`` are re-driven; the others
     read in this run are appended to the DLQ again unchanged (same attempt), so
     the group's committed offset keeps meaning "everything before it was handled"
     and they are re-driven by a later run.
     """
 
-    def __init__(
-        self,
-        settings: Settings,
-        rcfg: RouterSettings,
-        *,
-        client: Client,
-        pool: asyncpg.Pool,
-        group: str = DLQ_GROUP,
-        reason: str | None = None,
-        dry_run: bool = False,
-        progress: Progress | None = None,
-        stopping: Callable[[], bool] = lambda: False,
-    ) -> None:
-        self.settings = settings
-        self.rcfg = rcfg
-        self.client = client
-        self.pool = pool
-        self.group = group
-        self.reason = reason
-        self.dry_run = dry_run
-        self.progress = progress or (lambda done, total: None)
-        self.stopping = stopping
-        self.counts = {"dlq_read": 0, "to_events": 0, "returned_to_dlq": 0, "carried_forward": 0}
-        self.routed_done: set[tuple[int, int]] = set()
-        self._ingress_cfg: Any = None
+    restamp: Restamp
+    group: str = DLQ_GROUP
+    reason: str | None = None
+    counts: dict[str, int] = field(
+        default_factory=lambda: dict.fromkeys(
+            ("dlq_read", "to_events", "returned_to_dlq", "carried_forward"), 0
+        ),
+        init=False,
+    )
+    routed_done: set[tuple[int, int]] = field(default_factory=set, init=False)
 
     async def run(self) -> ReplayReport:
-        k = self.settings.kafka
-        t0 = time.monotonic()
-        consumer = kafka.consumer(
-            k, group_id=self.group, max_poll_records=self.rcfg.max_poll_records
-        )
         # Room for the largest DLQ record (a too_large one may be re-driven after the fix).
-        producer = kafka.producer(k, max_request_size=8 * 1024 * 1024)
-        catalog = ActivityCatalog(self.pool, self.rcfg.refresh_seconds)
-        await consumer.start()
-        try:
-            await producer.start()
-            try:
-                await catalog.start()
-                try:
-                    ranges = await self._plan(consumer)
-                    routing = build_routing(
-                        self.settings,
-                        self.rcfg,
-                        client=self.client,
-                        pool=self.pool,
-                        catalog=catalog,
-                        producer=producer,
-                        on_done=lambda tp, off: self.routed_done.add((tp.partition, off)),
-                        stopping=self.stopping,
-                        dry_run=self.dry_run,
-                    )
-                    complete = await self._consume(consumer, producer, routing, ranges)
-                finally:
-                    await catalog.stop()
-            finally:
-                await producer.stop()
-        finally:
-            await consumer.stop()
-        return ReplayReport(
-            topic=k.dlq_topic,
-            dry_run=self.dry_run,
-            ledger=self.rcfg.ledger,
-            stats=routing.stats,
-            elapsed_seconds=time.monotonic() - t0,
-            ranges={tp.partition: r for tp, r in ranges.items()},
-            complete=complete,
-            extra={
-                **self.counts,
-                "returned_to_dlq": self.counts["returned_to_dlq"] + routing.stats.dlq,
-            },
-        )
+        async with self.session(
+            self.group,
+            lambda tp, off: self.routed_done.add((tp.partition, off)),
+            max_request_size=8 * 1024 * 1024,
+        ) as session:
+            ranges = await self._plan(session.consumer)
+            complete = await self._consume(
+                session.consumer, session.producer, session.routing, ranges
+            )
+            returned = self.counts["returned_to_dlq"] + session.routing.stats.dlq
+            extra = {**self.counts, "returned_to_dlq": returned}
+            return session.report(self.settings.kafka.dlq_topic, ranges, complete, extra)
 
-    async def _plan(self, consumer: AIOKafkaConsumer) -> dict[TopicPartition, tuple[int, int]]:
+    async def _plan(self, consumer: AIOKafkaConsumer) -> Ranges:
         topic = self.settings.kafka.dlq_topic
         tps = [TopicPartition(topic, p) for p in await topic_partitions(consumer, topic)]
         consumer.assign(tps)
@@ -163,12 +122,11 @@ class DlqRedriver:
         consumer: AIOKafkaConsumer,
         producer: AIOKafkaProducer,
         routing: Routing,
-        ranges: dict[TopicPartition, tuple[int, int]],
+        ranges: Ranges,
     ) -> bool:
-        todo = {tp: stop for tp, (start, stop) in ranges.items() if start < stop}
-        total = sum(stop - start for start, stop in ranges.values())
+        todo, total = unfinished(ranges)
         done = 0
-        self.progress(0, total)
+        self.report_progress(0, total)
         for tp, (start, _) in ranges.items():
             consumer.seek(tp, start)
         idle = [tp for tp in ranges if tp not in todo]
@@ -189,11 +147,8 @@ class DlqRedriver:
                 if not self.dry_run:
                     await consumer.commit({tp: wanted[-1].offset + 1})
                 done += len(wanted)
-                self.progress(done, total)
-            for tp in list(todo):
-                if await consumer.position(tp) >= todo[tp]:
-                    del todo[tp]
-                    consumer.pause(tp)
+                self.report_progress(done, total)
+            await wait_for_stops(consumer, todo)
             if todo and time.monotonic() - last_data > STALL_SECONDS:
                 return False
         return not todo
@@ -232,22 +187,10 @@ class DlqRedriver:
         return True
 
     def _through_ingress(self, msg: ConsumerRecord) -> _Send:
-        """Ingress's own transform (its INGEST_INGRESS_* settings) on the message as it
-        first arrived; a still-bad one gets ``dlq_attempt`` + 1 and keeps its source."""
-        from ingress import config as ingress_config
-        from ingress.records import transform
-
-        if self._ingress_cfg is None:
-            self._ingress_cfg = ingress_config.load()
-        icfg = self._ingress_cfg
+        """Ingress's own transform on the message as it first arrived; a still-bad one
+        gets ``dlq_attempt`` + 1 and keeps its source."""
         k = self.settings.kafka
-        out = transform(
-            _source_record(msg),
-            strategy=icfg.stamping(),
-            events_topic=k.events_topic,
-            dlq_topic=k.dlq_topic,
-            max_bytes=icfg.max_event_bytes,
-        )
+        out = self.restamp(_source_record(msg))
         if out.reason is None:
             self.counts["to_events"] += 1
             return out.topic, out.key, out.value, out.headers
