@@ -11,6 +11,7 @@ from datetime import datetime
 from typing import Any
 
 from schemas import ids
+from schemas.approval_io import ApprovalState
 
 TRIGGER_EVENT = "event"
 TRIGGER_CRON = "cron"
@@ -70,7 +71,9 @@ class RunActivityResult:
     tasks_succeeded: int
     tasks_failed: int
     tasks_duplicate: int
-    tasks_skipped: int = 0  # skipped by an operator while pending_fix (the run goes on)
+    # Skipped by an operator while pending_fix (the run goes on), or not run because an
+    # approval before them was not given (the approval failed, so the run fails).
+    tasks_skipped: int = 0
 
 
 @dataclass(frozen=True)
@@ -121,11 +124,27 @@ class PlanTasksResult:
 
 
 @dataclass(frozen=True)
+class TaskCarry:
+    """What a task that loops carries into its next run when it continues as new.
+
+    Each loop adds its own field (approvals: the approval state with its audit trail;
+    pause-and-fix: the fixes so far, while the input's payload is the patched one).
+    """
+
+    continued_runs: int = 1  # how many times the task has continued as new, this one included
+    approval: ApprovalState | None = None
+    fixes: list[FixEntry] | None = None
+
+
+@dataclass(frozen=True)
 class TaskInstanceInput:
     task_id: str  # task-{run_id}:{task_type}:{index}
     run_id: str
     activity_id: str
     spec: TaskSpec
+    # Set only on a run continued as new (workers/continuation.py): the first run
+    # already claimed the task and marked it running, so the next ones must not.
+    continued: TaskCarry | None = None
 
 
 @dataclass(frozen=True)

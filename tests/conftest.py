@@ -13,7 +13,6 @@ import asyncio
 import os
 import uuid
 from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass
 
 import asyncpg
 import pytest
@@ -23,6 +22,7 @@ from pipeline.stack import manager
 from pipeline.stack.postgres import Postgres
 from pipeline.stack.settings import StackSettings
 from tests.support import ROOT
+from tests.support.stack import Stack, Topics
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -32,14 +32,6 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.integration)
         if "/faults/" in path:
             item.add_marker(pytest.mark.faults)
-
-
-@dataclass(frozen=True)
-class Stack:
-    kafka: str
-    temporal: str
-    admin_db_url: str  # a database on the server we may CREATE DATABASE from
-    template_db: str
 
 
 @pytest.fixture(scope="session")
@@ -108,14 +100,6 @@ async def db_pool(database_url: str) -> AsyncIterator[asyncpg.Pool]:
     pool = await db.create_pool(database_url, 1, 10)
     yield pool
     await pool.close()
-
-
-@dataclass(frozen=True)
-class Topics:
-    raw: str
-    events: str
-    dlq: str
-    out: str  # where `emit` tasks publish
 
 
 @pytest.fixture

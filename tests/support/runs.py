@@ -1,8 +1,12 @@
-"""Runs started directly on Temporal (no Kafka): an activity row, a run input, a start."""
+"""Runs started directly on Temporal (no Kafka): an activity row, a run input, a start;
+and the real worker in-process (:func:`worker_factory`)."""
 
 from __future__ import annotations
 
+import asyncio
 import uuid
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
 from datetime import timedelta
 from typing import Any
 
@@ -11,10 +15,15 @@ from temporalio.client import Client, WorkflowHandle
 from temporalio.common import WorkflowIDReusePolicy
 
 from definitions import store
+from pipeline.runtime import Shutdown
+from pipeline.settings import Settings
 from schemas.definitions import ActivityDef, EventTrigger, TaskDef
 from schemas.ids import event_workflow_id, run_id_for
 from schemas.workflow_io import RunActivityInput
 from workers.handlers import Handler, Registry, load_registry
+from workers.parts import PartFactory, core_part
+from workers.settings import WorkerSettings
+from workers.worker import run_worker
 from workers.workflows import RunActivityWorkflow
 
 
@@ -63,3 +72,38 @@ def registry_with(**handlers: Handler) -> Registry:
     for name, fn in handlers.items():
         reg.add(fn, name)
     return reg
+
+
+WorkerFactory = Callable[..., Any]
+
+
+def worker_factory(cfg: Settings, temporal: Client, db_pool: asyncpg.Pool) -> WorkerFactory:
+    """``async with factory(registry=..., settings=..., parts=..., emit_topic=...)``: a
+    running worker (``parts``: the runs alone unless given)."""
+
+    @asynccontextmanager
+    async def run(
+        registry: Registry | None = None,
+        settings: Settings | None = None,
+        parts: Sequence[PartFactory] = (core_part,),
+        **wkw: Any,
+    ) -> AsyncIterator[asyncio.Task[int]]:
+        shutdown = Shutdown()
+        task = asyncio.create_task(
+            run_worker(
+                settings or cfg,
+                shutdown,
+                client=temporal,
+                pool=db_pool,
+                registry=registry or load_registry(use_entry_points=False),
+                worker_settings=WorkerSettings(**wkw),
+                parts=parts,
+            )
+        )
+        try:
+            yield task
+        finally:
+            shutdown.trigger()
+            assert await asyncio.wait_for(task, 60) == 0
+
+    return run

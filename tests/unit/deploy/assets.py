@@ -65,6 +65,7 @@ RUNBOOK_ANCHORS = frozenset(
         "replay-after-an-incident",
         "adding-partitions-or-replicas",
         "permits-saturated",
+        "approvals-escalated",
     }
 )
 
