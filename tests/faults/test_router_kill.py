@@ -21,7 +21,7 @@ from tests.support.wait import eventually
 
 N = h.events("router_kill", 300)
 KILLS = h.scaled(3, 10)
-PRODUCE_SECONDS = h.scaled(10, 120)
+PRODUCE_SECONDS = h.scaled(45, 120)  # each restart takes ~10 s: kills must land mid-stream
 
 
 @pytest.mark.timeout(h.scaled(300, h.drain_seconds(N) + 900))
