@@ -158,6 +158,9 @@ async def run(
 ) -> dict[str, Any]:
     """Run ``fault`` while a stream flows; check everything; record and return the figures."""
     t0 = time.monotonic()
+    # The figures row exists from the start and is filled as figures are known,
+    # before the asserts that guard them: a failing run shows its real numbers.
+    row = h.Figures(scenario, t0)
     etype = f"fault.failover.{uuid.uuid4().hex[:8]}"
     aid = await db.seed_activity(pool, etype)
     ep = h.Endpoints(cluster.bootstrap, temporal_address, database_url)
@@ -177,20 +180,21 @@ async def run(
         t_fault = time.monotonic()
         faults = await fault(Ctx(cluster, pipe, topics, pool, producing, dashboard))
         faults["fault_s"] = round(time.monotonic() - t_fault)
+        row.update(**faults)
         done.set()
         await producing
         t_drain = time.monotonic()
-        figures = await _check(cluster.bootstrap, topics, aid, stream, temporal, pool, task_queue)
-        faults["drain_s"] = round(time.monotonic() - t_drain)
+        await _check(cluster.bootstrap, topics, aid, stream, temporal, pool, task_queue, row)
+        row.update(drain_s=round(time.monotonic() - t_drain))
         for group, topic in ((pipe.ingress_group, topics.raw), (pipe.router_group, topics.events)):
             await wait.eventually(
                 lambda g=group, t=topic: h.caught_up(cluster.bootstrap, g, t),
                 120,
                 f"group {group} to commit to the end of {topic}",
             )
+        row.update(**dashboard.figures())
         for child in pipe.children:
             child.assert_alive()
-        faults.update(dashboard.figures())
     except BaseException:
         print(pipe.logs())
         raise
@@ -200,9 +204,8 @@ async def run(
             if task is not None and not task.done():
                 task.cancel()
         await pipe.close()
-    figures = {**figures, **faults, "seconds": round(time.monotonic() - t0)}
-    h.record(scenario, **figures)
-    return figures
+    row.update()  # final duration
+    return dict(row)
 
 
 async def _check(
@@ -213,43 +216,42 @@ async def _check(
     temporal: Any,
     pool: asyncpg.Pool,
     task_queue: str,
-) -> dict[str, Any]:
+    row: h.Figures,
+) -> None:
+    """Measure everything into ``row`` first, then assert."""
     raw = {(m.partition, m.offset): m for m in await kafka.read_all(bootstrap, topics.raw)}
     changed = [c for c, v in stream.acked.items() if c not in raw or raw[c].value != v]
-    assert not changed, f"{len(changed)} acknowledged writes lost or changed, e.g. {changed[:3]}"
+    row.update(events=len(raw), acked_lost=len(changed), producer_retries=stream.retries)
     good = [c for c, m in raw.items() if not m.value.startswith(BAD_PREFIX)]
     bad = set(raw) - set(good)
     expected = h.expected_workflow_ids([aid], topics.raw, good)
-    outcome = await h.verify(
+    outcome = await h.measure(
         temporal, pool, task_queue, expected, timeout=h.scaled(300, h.drain_seconds(len(good)))
     )
-
+    row.update(**outcome.figures())
     events = Counter(
         orjson.loads(m.value)["event_id"] for m in await kafka.read_all(bootstrap, topics.events)
     )
     want = {ids.source_event_id(topics.raw, p, o) for p, o in good}
-    assert set(events) == want, f"events topic: {len(want - set(events))} missing"
-
     dlq = Counter(_dlq_source(m) for m in await kafka.read_all(bootstrap, topics.dlq))
-    assert set(dlq) == bad, f"DLQ: missing {bad - set(dlq)}, unexpected {set(dlq) - bad}"
-
+    row.update(
+        dlq=len(dlq),
+        dlq_expected=len(bad),
+        event_copies=sum(events.values()) - len(events),
+        dlq_copies=sum(dlq.values()) - len(dlq),
+    )
     delays = await _route_delays(temporal, task_queue, aid, topics.raw, raw, good)
     worst = max(delays, key=lambda pair: pair[1])
-    return {
-        "events": len(raw),
-        "lost": outcome.lost,
-        "duplicate_runs": outcome.duplicate_runs + outcome.duplicate_executions,
-        "runs": outcome.runs,
-        "dlq": len(dlq),
-        "dlq_expected": len(bad),
-        "event_copies": sum(events.values()) - len(events),
-        "dlq_copies": sum(dlq.values()) - len(dlq),
-        "acked_lost": len(changed),
-        "producer_retries": stream.retries,
-        "stall_s": round(worst[1], 1),
-        "stall_at": time.strftime("%H:%M:%S", time.localtime(worst[0])),
-        "route_p50_s": round(statistics.median(d for _, d in delays), 2),
-    }
+    row.update(
+        stall_s=round(worst[1], 1),
+        stall_at=time.strftime("%H:%M:%S", time.localtime(worst[0])),
+        route_p50_s=round(statistics.median(d for _, d in delays), 2),
+    )
+
+    assert not changed, f"{len(changed)} acknowledged writes lost or changed, e.g. {changed[:3]}"
+    outcome.check()
+    assert set(events) == want, f"events topic: {len(want - set(events))} missing"
+    assert set(dlq) == bad, f"DLQ: missing {bad - set(dlq)}, unexpected {set(dlq) - bad}"
 
 
 def _dlq_source(msg: Any) -> tuple[int, int]:
