@@ -54,7 +54,11 @@ class Dashboard:
                 try:
                     row = {"t": round(t, 1), "fault": int(self.fault)}
                     for col, (kind, metric, labels) in SERIES.items():
-                        row[col] = await self.children[kind].metric(metric, **labels)
+                        # A labelled counter has no series until first incremented (its
+                        # family must still be exposed: a renamed metric fails the sample).
+                        row[col] = await self.children[kind].metric(
+                            metric, missing_ok=True, **labels
+                        )
                 except Exception:
                     row = {}  # a busy process: skip this sample
                 if row:
