@@ -106,6 +106,9 @@ class TaskStateInput:
     spec: TaskSpec
     status: str  # "pending" | "running" | "pending_fix" | "succeeded" | "failed" | "skipped"
     error: str | None = None
+    # With status "running": claim the task and mark it running in one statement
+    # (the result is that of a "pending" claim).
+    claim: bool = False
 
 
 @dataclass(frozen=True)

@@ -31,6 +31,7 @@ with workflow.unsafe.imports_passed_through():
         LogRunInput,
         PermitGrant,
         PlanTasksInput,
+        PlanTasksResult,
         RunActivityInput,
         RunActivityResult,
         RunHandlerInput,
@@ -52,6 +53,10 @@ _DB_RETRY = RetryPolicy(
     maximum_interval=timedelta(seconds=30),
 )  # fmt: skip
 _DB_TIMEOUT = timedelta(seconds=30)
+# Patch id of the merged bookkeeping steps (start_run; claim + running as one).
+# Runs started before it replay their recorded steps; remove the old branches
+# (workflow.deprecate_patch) once no such run is open.
+_ONE_STEP = "one-step-bookkeeping"
 # Task outcomes a run counts; the rest of its tasks are duplicates.
 _COUNTED = ("succeeded", "failed", "skipped")
 
@@ -84,12 +89,11 @@ def describe(exc: BaseException) -> str:
 class TaskInstanceWorkflow(PausableTask):
     @workflow.run
     async def run(self, inp: TaskInstanceInput) -> TaskInstanceResult:
-        claim = await self._state(inp, "pending")
+        claim = await self._claim(inp)
         if not claim.claimed:
             return TaskInstanceResult(inp.task_id, "duplicate")
         if claim.status in ("succeeded", "failed", "skipped"):  # finished by an earlier execution
             return TaskInstanceResult(inp.task_id, claim.status)
-        await self._state(inp, "running")
         try:
             # on_failure=pause: a permanent failure waits for a fix (workers.fixes); the
             # permit is held per attempt, so a paused task holds none while it waits.
@@ -127,6 +131,19 @@ class TaskInstanceWorkflow(PausableTask):
             ),
         )
 
+    async def _claim(self, inp: TaskInstanceInput) -> TaskStateResult:
+        """Claim the task and mark it running: one step (histories from before the
+        patch replay the two steps they recorded)."""
+        if workflow.patched(_ONE_STEP):
+            return await _db(
+                RunActivities.set_task_state,
+                TaskStateInput(inp.task_id, inp.run_id, inp.spec, "running", claim=True),
+            )
+        claim = await self._state(inp, "pending")
+        if claim.claimed and claim.status not in ("succeeded", "failed", "skipped"):
+            await self._state(inp, "running")
+        return claim
+
     async def _state(
         self, inp: TaskInstanceInput, status: str, error: str | None = None
     ) -> TaskStateResult:
@@ -147,9 +164,8 @@ class RunActivityWorkflow:
                 type="WorkflowIdMismatch",
                 non_retryable=True,
             )
-        await _db(RunActivities.log_run, LogRunInput(inp))
         try:
-            planned = await _db(RunActivities.plan_tasks, PlanTasksInput(inp))
+            planned = await self._start(inp)
         # A failed local activity surfaces as its ApplicationError, not wrapped in
         # an ActivityError as a regular activity's failure is: catch both.
         except (ActivityError, ApplicationError) as exc:
@@ -188,6 +204,13 @@ class RunActivityWorkflow:
             return TaskInstanceResult(task_id, "duplicate", "already started")
         except ChildWorkflowError as exc:
             return TaskInstanceResult(task_id, "failed", describe(exc))
+
+    async def _start(self, inp: RunActivityInput) -> PlanTasksResult:
+        """log_run + plan_tasks: one step (histories from before the patch replay two)."""
+        if workflow.patched(_ONE_STEP):
+            return await _db(RunActivities.start_run, PlanTasksInput(inp))  # type: ignore[no-any-return]
+        await _db(RunActivities.log_run, LogRunInput(inp))
+        return await _db(RunActivities.plan_tasks, PlanTasksInput(inp))  # type: ignore[no-any-return]
 
     async def _finish(self, run_id: str, status: str) -> None:
         await _db(RunActivities.finish_run, FinishRunInput(run_id, status))
