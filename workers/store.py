@@ -39,13 +39,16 @@ def _ts(value: str | None) -> datetime | None:
     return datetime.fromisoformat(value) if value else None
 
 
-async def insert_run(pool: asyncpg.Pool, run: RunActivityInput) -> bool:
-    """True if this call created the row, False if it was already there."""
-    inserted = await pool.fetchval(
-        "INSERT INTO activity_runs (run_id, activity_id, workflow_id, trigger_kind, event_id,"
-        " scheduled_for, context_window_start, context_window_end)"
-        " VALUES ($1, $2, $3, $4, $5, $6, $7, $8)"
-        " ON CONFLICT (run_id) DO NOTHING RETURNING true",
+# log_run's insert-or-nothing; $2 is the activity id.
+_INSERT_RUN = (
+    "INSERT INTO activity_runs (run_id, activity_id, workflow_id, trigger_kind, event_id,"
+    " scheduled_for, context_window_start, context_window_end)"
+    " VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (run_id) DO NOTHING"
+)
+
+
+def _run_args(run: RunActivityInput) -> tuple[object, ...]:
+    return (
         uuid.UUID(run.run_id),
         uuid.UUID(run.activity_id),
         run.workflow_id,
@@ -55,6 +58,14 @@ async def insert_run(pool: asyncpg.Pool, run: RunActivityInput) -> bool:
         _ts(run.context_window_start),
         _ts(run.context_window_end),
     )
+
+
+async def insert_run(pool: asyncpg.Pool, run: RunActivityInput) -> bool:
+    """True if this call created the row, False if it was already there."""
+    inserted = await pool.fetchval(
+        f"{_INSERT_RUN} RETURNING true",
+        *_run_args(run),
+    )
     return bool(inserted)
 
 
@@ -63,20 +74,10 @@ async def insert_run_and_tasks(
 ) -> tuple[bool, list[object] | None]:
     """``insert_run`` then ``activity_tasks``, as one statement: (inserted, tasks or None)."""
     row = await pool.fetchrow(
-        "WITH ins AS (INSERT INTO activity_runs (run_id, activity_id, workflow_id, trigger_kind,"
-        " event_id, scheduled_for, context_window_start, context_window_end)"
-        " VALUES ($1, $2, $3, $4, $5, $6, $7, $8)"
-        " ON CONFLICT (run_id) DO NOTHING RETURNING true)"
+        f"WITH ins AS ({_INSERT_RUN} RETURNING true)"
         " SELECT EXISTS (SELECT 1 FROM ins) AS inserted,"
         " (SELECT tasks FROM activities WHERE id = $2) AS tasks",
-        uuid.UUID(run.run_id),
-        uuid.UUID(run.activity_id),
-        run.workflow_id,
-        run.trigger_kind,
-        run.event_id,
-        _ts(run.scheduled_for),
-        _ts(run.context_window_start),
-        _ts(run.context_window_end),
+        *_run_args(run),
     )
     return bool(row["inserted"]), _task_list(row["tasks"])
 
