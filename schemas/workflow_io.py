@@ -90,6 +90,9 @@ class TaskInstanceInput:
     run_id: str
     activity_id: str
     spec: TaskSpec
+    # Claim and mark running in one step. Parents set it; children started before
+    # it existed replay their recorded two steps (no patch marker needed).
+    claim_running: bool = False
 
 
 @dataclass(frozen=True)

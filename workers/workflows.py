@@ -53,9 +53,9 @@ _DB_RETRY = RetryPolicy(
     maximum_interval=timedelta(seconds=30),
 )  # fmt: skip
 _DB_TIMEOUT = timedelta(seconds=30)
-# Patch id of the merged bookkeeping steps (start_run; claim + running as one).
-# Runs started before it replay their recorded steps; remove the old branches
-# (workflow.deprecate_patch) once no such run is open.
+# Patch id of start_run (log_run + plan_tasks as one step). Runs started before it
+# replay their recorded two steps; remove the old branch (workflow.deprecate_patch)
+# once no such run is open.
 _ONE_STEP = "one-step-bookkeeping"
 # Task outcomes a run counts; the rest of its tasks are duplicates.
 _COUNTED = ("succeeded", "failed", "skipped")
@@ -132,9 +132,9 @@ class TaskInstanceWorkflow(PausableTask):
         )
 
     async def _claim(self, inp: TaskInstanceInput) -> TaskStateResult:
-        """Claim the task and mark it running: one step (histories from before the
-        patch replay the two steps they recorded)."""
-        if workflow.patched(_ONE_STEP):
+        """Claim the task and mark it running: one step (children started before
+        ``claim_running`` existed replay the two steps they recorded)."""
+        if inp.claim_running:
             return await _db(
                 RunActivities.set_task_state,
                 TaskStateInput(inp.task_id, inp.run_id, inp.spec, "running", claim=True),
@@ -193,7 +193,7 @@ class RunActivityWorkflow:
         try:
             return await workflow.execute_child_workflow(
                 TaskInstanceWorkflow.run,
-                TaskInstanceInput(task_id, inp.run_id, inp.activity_id, spec),
+                TaskInstanceInput(task_id, inp.run_id, inp.activity_id, spec, claim_running=True),
                 id=task_id,
                 id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
             )

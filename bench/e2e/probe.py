@@ -49,7 +49,7 @@ def find_pids(temporal_port: int) -> dict[str, list[int]]:
         cmd = _cmdline(entry.name)
         if "start-dev" in cmd and f"--port {temporal_port}" in cmd:
             groups["temporal"].append(int(entry.name))
-        elif cmd.split(" ", 1)[0].endswith("postgres"):
+        elif cmd.split(" ", 1)[0].rstrip(":").endswith("postgres"):
             groups["postgres"].append(int(entry.name))
     return groups
 
