@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 PYTEST_ARGS ?=
-TYPED := pipeline schemas router ingress workers scheduler ops
+TYPED := pipeline schemas router replay ingress workers scheduler definitions ops
 
 .PHONY: install run test faults bench lint stack-up stack-down stack-status clean
 

@@ -10,7 +10,8 @@ from temporalio.client import Client
 from temporalio.common import WorkflowIDReusePolicy
 from temporalio.exceptions import WorkflowAlreadyStartedError
 
-WORKFLOW = "RunActivityWorkflow"
+from schemas.workflow_io import RUN_ACTIVITY_WORKFLOW as WORKFLOW
+
 LEVELS = (16, 32, 64, 128)
 
 

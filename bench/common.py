@@ -18,9 +18,11 @@ import orjson
 from aiokafka import AIOKafkaProducer
 from temporalio.client import Client
 
+from definitions import store
 from pipeline import db, kafka, settings
 from pipeline.clients import ensure_topics
 from pipeline.runtime import Shutdown
+from schemas.definitions import ActivityDef, EventTrigger, TaskDef
 from workers.handlers import load_registry
 from workers.parts import PartFactory
 from workers.settings import WorkerSettings
@@ -47,7 +49,7 @@ def _with_db(url: str, name: str) -> str:
 
 
 async def make_env(name: str) -> Env:
-    base = settings.load()
+    base = settings.load_settings()
     tag = f"{name}-{uuid.uuid4().hex[:8]}"
     admin_url = base.database.url.get_secret_value()
     db_name = "bench_" + tag.replace("-", "_")
@@ -63,7 +65,7 @@ async def make_env(name: str) -> Env:
     finally:
         await conn.close()
     topics = {t: f"bench-{t}-{tag}" for t in ("raw", "events", "dlq")}
-    cfg = settings.load(
+    cfg = settings.load_settings(
         kafka__raw_topic=topics["raw"],
         kafka__events_topic=topics["events"],
         kafka__dlq_topic=topics["dlq"],
@@ -149,13 +151,13 @@ async def seed_activity(
     pool: asyncpg.Pool, event_type: str, tasks: list[dict[str, Any]] | None = None
 ) -> str:
     aid = uuid.uuid4()
-    await pool.execute(
-        "INSERT INTO activities (id, name, enabled, trigger, tasks) VALUES ($1, $2, true, $3, $4)",
-        aid,
-        f"bench {aid}",
-        orjson.dumps({"type": "event", "event_type": event_type}).decode(),
-        orjson.dumps(tasks or [{"type": "noop"}]).decode(),
+    act = ActivityDef(
+        id=aid,
+        name=f"bench {aid}",
+        trigger=EventTrigger(type="event", event_type=event_type),
+        tasks=[TaskDef.model_validate(t) for t in tasks or [{"type": "noop"}]],
     )
+    await store.upsert(pool, [act])
     return str(aid)
 
 

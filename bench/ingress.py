@@ -59,15 +59,13 @@ async def passthrough(cfg: Settings, n: int) -> float:
 
 
 async def ingress_service(cfg: Settings, n: int) -> float:
-    from ingress.config import load
     from ingress.service import run_ingress
+    from ingress.settings import load_ingress_settings
 
     shutdown = Shutdown()
     base = _stamped()
-    task = asyncio.create_task(
-        run_ingress(cfg, shutdown, config=load(group=f"bench-ing-{uuid.uuid4().hex[:8]}"),
-                    serve=False)
-    )  # fmt: skip
+    icfg = load_ingress_settings(group=f"bench-ing-{uuid.uuid4().hex[:8]}")
+    task = asyncio.create_task(run_ingress(cfg, shutdown, config=icfg, serve=False))
     first = 0.0
     try:
         while _stamped() - base < n:

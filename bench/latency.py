@@ -12,8 +12,8 @@ from bench import baselines
 from bench.common import drop_env, event, make_env, seed_activity, verdict, wait_until, write_result
 from pipeline import kafka
 from pipeline.runtime import Shutdown
-from router.config import RouterSettings
 from router.service import Router
+from router.settings import RouterSettings
 from schemas import ids
 
 NAME = "latency"

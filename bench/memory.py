@@ -30,10 +30,10 @@ async def child() -> None:
     from temporalio.client import Client
 
     from pipeline import db, settings
-    from router.config import RouterSettings
-    from router.replay import Replayer, ReplayRange
+    from replay.topic import Replayer, ReplayRange
+    from router.settings import RouterSettings
 
-    cfg = settings.load(process__metrics_port=0)
+    cfg = settings.load_settings(process__metrics_port=0)
     pool = await db.create_pool(cfg.database.url.get_secret_value(), 1, 10)
     client = await Client.connect(cfg.temporal.address)
     proc = psutil.Process()

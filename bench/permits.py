@@ -22,10 +22,9 @@ import time
 import uuid
 from typing import Any
 
-import orjson
-
 from bench.common import Env, drop_env, make_env, start_worker, write_result
-from schemas.definitions import ResourceDef
+from definitions import store as activity_store
+from schemas.definitions import ActivityDef, EventTrigger, ResourceDef, TaskDef
 from schemas.ids import event_workflow_id, run_id_for
 from schemas.workflow_io import RunActivityInput
 from workers.parts import core_part
@@ -36,13 +35,13 @@ from workers.workflows import RunActivityWorkflow
 
 async def _activity(env: Env, task: dict[str, Any]) -> str:
     aid = uuid.uuid4()
-    await env.pool.execute(
-        "INSERT INTO activities (id, name, trigger, tasks) VALUES ($1, $2, $3, $4)",
-        aid,
-        f"bench {aid}",
-        orjson.dumps({"type": "event", "event_type": "bench.permits"}).decode(),
-        orjson.dumps([task]).decode(),
+    act = ActivityDef(
+        id=aid,
+        name=f"bench {aid}",
+        trigger=EventTrigger(type="event", event_type="bench.permits"),
+        tasks=[TaskDef.model_validate(task)],
     )
+    await activity_store.upsert(env.pool, [act])
     return str(aid)
 
 

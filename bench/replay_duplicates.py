@@ -25,9 +25,9 @@ from bench.common import (
     verdict,
     write_result,
 )
-from router.config import RouterSettings
+from replay.topic import Replayer, ReplayRange
 from router.ledger import Ledger, LedgerEntry
-from router.replay import Replayer, ReplayRange
+from router.settings import RouterSettings
 from schemas import ids
 
 NAME = "replay_duplicates"

@@ -25,8 +25,8 @@ from bench.common import (
     write_result,
 )
 from pipeline.runtime import Shutdown
-from router.config import RouterSettings
 from router.service import Router
+from router.settings import RouterSettings
 
 NAME = "router_fresh"
 TARGET = 0.9

@@ -22,16 +22,17 @@ Every flag has an environment variable; the flag wins."""
 
 
 async def _main(args: argparse.Namespace) -> int:
-    from ingress import config as ingress_config
     from ingress.service import run_ingress
+    from ingress.settings import load_ingress_settings
 
-    cfg = settings.load(
+    cfg = settings.load_settings(
+        "ingress",
         kafka__raw_topic=args.raw_topic,
         kafka__events_topic=args.events_topic,
         kafka__dlq_topic=args.dlq_topic,
         process__metrics_port=args.metrics_port,
     )
-    icfg = ingress_config.load(
+    icfg = load_ingress_settings(
         group=args.group,
         strategy=args.strategy,
         max_event_bytes=args.max_event_bytes,

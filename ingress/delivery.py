@@ -21,17 +21,10 @@ from collections.abc import Awaitable, Callable
 from dataclasses import replace
 
 from aiokafka import AIOKafkaProducer
-from aiokafka.errors import (
-    KafkaConnectionError,
-    KafkaError,
-    KafkaTimeoutError,
-    MessageSizeTooLargeError,
-    RecordTooLargeError,
-    RequestTimedOutError,
-)
+from aiokafka.errors import MessageSizeTooLargeError, RecordTooLargeError
 
 from ingress.records import Outgoing, to_dlq
-from pipeline.kafka import key_partition
+from pipeline.kafka import is_retriable, key_partition
 from schemas.envelope import R_TOO_LARGE
 
 log = logging.getLogger(__name__)
@@ -47,12 +40,6 @@ class DrainTimeout(Exception):
 
 def is_too_large(exc: BaseException) -> bool:
     return isinstance(exc, MessageSizeTooLargeError | RecordTooLargeError)
-
-
-def is_retriable(exc: BaseException) -> bool:
-    if isinstance(exc, KafkaTimeoutError | KafkaConnectionError | RequestTimedOutError):
-        return True
-    return isinstance(exc, KafkaError) and bool(exc.retriable)
 
 
 async def _send_round(

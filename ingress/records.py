@@ -8,13 +8,19 @@ acknowledged.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from aiokafka.structs import ConsumerRecord
 
 from ingress.stamping import StampError, Strategy, stamp
 from pipeline.kafka import dlq_headers
 from schemas.envelope import EnvelopeError, encode, parse
+
+if TYPE_CHECKING:
+    from ingress.settings import IngressSettings
+    from pipeline.settings import KafkaSettings
 
 log = logging.getLogger(__name__)
 
@@ -99,3 +105,28 @@ def transform(
             msg.offset,
         )
         return to_dlq(msg, dlq_topic, R_INTERNAL, f"{type(exc).__name__}: {exc}")
+
+
+def restamper(
+    kafka: KafkaSettings, load_config: Callable[[], IngressSettings]
+) -> Callable[[ConsumerRecord], Outgoing]:
+    """:func:`transform` with ingress's settings, for ``ingest replay --dlq``.
+
+    The settings are loaded on first use: a DLQ holding no ingress rejection
+    never needs (nor validates) the ``INGEST_INGRESS_*`` variables.
+    """
+    loaded: list[IngressSettings] = []
+
+    def restamp(msg: ConsumerRecord) -> Outgoing:
+        if not loaded:
+            loaded.append(load_config())
+        cfg = loaded[0]
+        return transform(
+            msg,
+            strategy=cfg.stamping(),
+            events_topic=kafka.events_topic,
+            dlq_topic=kafka.dlq_topic,
+            max_bytes=cfg.max_event_bytes,
+        )
+
+    return restamp

@@ -26,11 +26,12 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListen
 from aiokafka.errors import CommitFailedError, IllegalStateError, KafkaError
 from aiokafka.structs import ConsumerRecord, TopicPartition
 
-from ingress.config import IngressConfig
 from ingress.delivery import DrainTimeout, FatalProduceError, deliver
 from ingress.records import COMPONENT, Outgoing, transform
+from ingress.settings import IngressSettings
 from ingress.stamping import Strategy
 from pipeline import kafka, metrics
+from pipeline.offsets import OffsetTracker
 from pipeline.runtime import Shutdown, serve_http
 from pipeline.settings import Settings
 
@@ -46,36 +47,6 @@ def raw_topics(settings: Settings) -> list[str]:
     if not topics:
         raise ValueError("KAFKA_RAW_TOPIC names no topic")
     return topics
-
-
-class _AckTracker:
-    """Per partition, the next offset to commit: the end of the acknowledged prefix.
-
-    Records are acknowledged in any order (retries, DLQ fallbacks); committing
-    past an unacknowledged one would lose it, so the commit point only advances
-    over a contiguous run of acknowledged offsets.
-    """
-
-    def __init__(self, batch: dict[TopicPartition, list[ConsumerRecord]]) -> None:
-        self._offsets = {tp: sorted(m.offset for m in msgs) for tp, msgs in batch.items()}
-        self._acked: dict[TopicPartition, set[int]] = {tp: set() for tp in batch}
-        self._next: dict[TopicPartition, int] = {tp: 0 for tp in batch}
-
-    def ack(self, msg: ConsumerRecord) -> tuple[TopicPartition, int] | None:
-        """Mark ``msg`` done; returns (tp, next offset to commit) when that advanced."""
-        tp = TopicPartition(msg.topic, msg.partition)
-        offsets = self._offsets[tp]
-        self._acked[tp].add(msg.offset)
-        i = start = self._next[tp]
-        while i < len(offsets) and offsets[i] in self._acked[tp]:
-            i += 1
-        self._next[tp] = i
-        if i == start:
-            return None
-        return tp, offsets[i - 1] + 1
-
-    def pending(self) -> int:
-        return sum(len(o) - self._next[tp] for tp, o in self._offsets.items())
 
 
 class _Rebalance(ConsumerRebalanceListener):  # type: ignore[misc]
@@ -95,7 +66,7 @@ class Ingress:
     def __init__(
         self,
         settings: Settings,
-        config: IngressConfig,
+        config: IngressSettings,
         shutdown: Shutdown,
         *,
         strategy: Strategy | None = None,
@@ -197,7 +168,10 @@ class Ingress:
                             max_bytes=self.config.max_event_bytes,
                         )
                     )
-            tracker = _AckTracker(batch)
+            tracker = OffsetTracker()  # this batch: the acknowledged prefix per partition
+            for tp, msgs in batch.items():
+                for msg in msgs:
+                    tracker.add(tp, msg.offset)
             # Counted per batch, not per record: a labels() lookup per event is
             # measurable on this hot path. Only acknowledged records count.
             stamped: Counter[str | None] = Counter()
@@ -208,9 +182,10 @@ class Ingress:
                     stamped[rec.label] += 1
                 else:
                     dead[rec.reason] += 1
-                advanced = tracker.ack(rec.source)
-                if advanced is not None:
-                    tp, offset = advanced
+                src = rec.source
+                tp = TopicPartition(src.topic, src.partition)
+                offset = tracker.ack(tp, src.offset)
+                if offset is not None:
                     self._acked[tp] = max(offset, self._acked.get(tp, 0))
 
             try:
@@ -316,14 +291,14 @@ async def run_ingress(
     settings: Settings,
     shutdown: Shutdown,
     *,
-    config: IngressConfig | None = None,
+    config: IngressSettings | None = None,
     strategy: Strategy | None = None,
     serve: bool = True,
 ) -> int:
     """Run until ``shutdown``; 0 after a clean drain, non-zero after a fatal error."""
-    from ingress.config import load
+    from ingress.settings import load_ingress_settings
 
-    cfg = config or load()
+    cfg = config or load_ingress_settings()
     ingress = Ingress(settings, cfg, shutdown, strategy=strategy)
     server = None
     if serve:

@@ -23,7 +23,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse
 from pydantic import BaseModel, Field
 from temporalio.client import Client
 
-from ops import dlq, gauges, store, tasks
+from ops import approvals, dlq, gauges, store, tasks
 from ops.auth import TokenGuard
 from ops.errors import ApiError, BadField, NotFound
 from ops.replay_adapter import ReplayError, ReplayRequest, run_replay
@@ -164,6 +164,8 @@ def _api(deps: OpsDeps) -> APIRouter:
             return await run_replay(deps.settings, deps.client, deps.pool, body.request())
         except ReplayError as exc:
             raise BadField("topic", str(exc)) from None
+
+    approvals.add_routes(api, deps)  # /api/approvals, /api/tasks/{id}/decision (ops.approvals)
 
     # GET /api/permits: added with the permits feature (issue: permits), here, behind
     # the same token; the console's "Permits" section already calls it.

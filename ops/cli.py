@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import sys
 
 from pipeline import logs, settings
@@ -34,12 +33,10 @@ async def _main(cfg: settings.Settings, ops: object) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from ops.settings import DEFAULT_METRICS_PORT, load_ops_settings, startup_problem
+    from ops.settings import load_ops_settings, startup_problem
 
-    metrics_port = args.metrics_port
-    if metrics_port is None and "INGEST_METRICS_PORT" not in os.environ:
-        metrics_port = DEFAULT_METRICS_PORT
-    cfg = settings.load(
+    cfg = settings.load_settings(
+        "ops",
         temporal__address=args.temporal_address,
         temporal__namespace=args.namespace,
         temporal__task_queue=args.task_queue,
@@ -47,7 +44,7 @@ def _run(args: argparse.Namespace) -> int:
         kafka__bootstrap_servers=args.bootstrap_servers,
         kafka__events_topic=args.events_topic,
         kafka__dlq_topic=args.dlq_topic,
-        process__metrics_port=metrics_port,
+        process__metrics_port=args.metrics_port,
     )
     ops = load_ops_settings(host=args.host, port=args.port)
     problem = startup_problem(ops, args.insecure_local)
@@ -60,10 +57,14 @@ def _run(args: argparse.Namespace) -> int:
     except Unreachable as exc:
         print(f"ingest ops: {exc}", file=sys.stderr)
         return 1
-    except OSError as exc:  # a port is taken
-        print(f"ingest ops: {exc} (INGEST_OPS_PORT={ops.port}, INGEST_METRICS_PORT="
-              f"{cfg.process.metrics_port})", file=sys.stderr)  # fmt: skip
-        return 1
+    except OSError as exc:  # the API port is taken (a taken metrics port is a BindError)
+        reason = exc.strerror or str(exc)
+        print(
+            f"ingest ops: INGEST_OPS_PORT={ops.port}: cannot listen on {ops.host}:{ops.port}: "
+            f"{reason} (set INGEST_OPS_PORT to a free port)",
+            file=sys.stderr,
+        )
+        return 2
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]

@@ -16,7 +16,7 @@ from aiokafka.structs import ConsumerRecord
 
 from pipeline import kafka
 from pipeline.settings import KafkaSettings
-from router.replay import ReplayError, topic_partitions
+from replay.session import ReplayError, topic_partitions
 
 _MAX_VALUE = 4096  # bytes of each value shown
 

@@ -31,3 +31,7 @@ class NotFound(ApiError):
 
 class Conflict(ApiError):
     status = 409
+
+
+class Forbidden(ApiError):
+    status = 403

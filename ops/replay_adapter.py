@@ -1,7 +1,6 @@
 """The one place the ops service calls the replay code (``POST /api/replay``).
 
-Kept to one small function so that moving ``router/replay*.py`` into a
-``replay/`` package only changes the imports here. The report is the same
+Kept to one small function, the ops side of the ``replay`` package. The report is the same
 object ``ingest replay --json`` prints (``ReplayReport.as_dict()``).
 """
 
@@ -14,10 +13,13 @@ from typing import Any
 import asyncpg
 from temporalio.client import Client
 
+from ingress.records import restamper
+from ingress.settings import load_ingress_settings
 from pipeline.settings import Settings
-from router.config import load_router_settings
-from router.dlq_redrive import DlqRedriver
-from router.replay import DLQ_GROUP, Replayer, ReplayError, ReplayRange
+from replay.dlq import DLQ_GROUP, DlqRedriver
+from replay.session import ReplayError
+from replay.topic import Replayer, ReplayRange
+from router.settings import load_router_settings
 
 __all__ = ["ReplayError", "ReplayRequest", "run_replay"]
 
@@ -44,7 +46,7 @@ async def run_replay(
     if req.dlq:
         report = await DlqRedriver(
             settings, rcfg, client=client, pool=pool, group=DLQ_GROUP, reason=req.reason,
-            dry_run=req.dry_run,
+            dry_run=req.dry_run, restamp=restamper(settings.kafka, load_ingress_settings),
         ).run()  # fmt: skip
     else:
         rng = ReplayRange(

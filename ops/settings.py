@@ -7,12 +7,11 @@ is never logged. Without it the service refuses to start, unless it binds to
 
 from __future__ import annotations
 
-from pydantic import Field, SecretStr, ValidationError, field_validator
+from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from pipeline.settings import ConfigError, _empty_secret_is_unset, describe_error
+from pipeline.settings import _empty_secret_is_unset, build
 
-DEFAULT_METRICS_PORT = 9403
 LOCALHOST = "127.0.0.1"
 
 
@@ -36,11 +35,7 @@ class OpsSettings(BaseSettings):
 
 def load_ops_settings(**overrides: object) -> OpsSettings:
     """Environment plus non-None CLI overrides; :class:`ConfigError` names the variable."""
-    given = {k: v for k, v in overrides.items() if v is not None}
-    try:
-        return OpsSettings(**given)  # type: ignore[arg-type]
-    except ValidationError as exc:
-        raise ConfigError(describe_error(exc, OpsSettings)) from None
+    return build(OpsSettings, **overrides)
 
 
 def startup_problem(cfg: OpsSettings, insecure_local: bool) -> str | None:

@@ -88,17 +88,45 @@ async def check_kafka(cfg: KafkaSettings, timeout: float = 10) -> list[str]:
         await admin.close()
 
 
-async def ensure_topics(cfg: KafkaSettings, topics: list[str], partitions: int) -> list[str]:
-    """Create the topics that do not exist yet; returns those created."""
+def topic_configs(replication_factor: int) -> dict[str, str]:
+    """What every application topic is created with (see docs/kafka.md).
+
+    ``min.insync.replicas`` is one less than the replication factor, at most 2:
+    with 3 replicas an ``acks=all`` write is on 2 brokers before it is
+    acknowledged and one broker may be down. Unclean leader election stays off,
+    so an out-of-sync replica (one that may miss acknowledged writes) never leads.
+    """
+    return {
+        "min.insync.replicas": str(max(1, min(2, replication_factor - 1))),
+        "unclean.leader.election.enable": "false",
+    }
+
+
+async def ensure_topics(
+    cfg: KafkaSettings, topics: list[str], partitions: int, replication_factor: int | None = None
+) -> list[str]:
+    """Create the topics that do not exist yet; returns those created.
+
+    ``replication_factor`` defaults to the number of brokers, at most 3 (so 1 on
+    the single-node stack, 3 on a cluster). A topic the broker refuses raises.
+    """
+    from aiokafka.errors import TopicAlreadyExistsError, for_code
+
     admin = AIOKafkaAdminClient(**cfg.client_kwargs())  # type: ignore[arg-type]
     await admin.start()
     try:
         existing = set(await admin.list_topics())
         missing = [t for t in topics if t not in existing]
-        if missing:
-            await admin.create_topics(
-                [NewTopic(t, num_partitions=partitions, replication_factor=1) for t in missing]
-            )
+        if not missing:
+            return []
+        brokers = len((await admin.describe_cluster())["brokers"])
+        rf = replication_factor or max(1, min(3, brokers))
+        resp = await admin.create_topics(
+            [NewTopic(t, partitions, rf, topic_configs=topic_configs(rf)) for t in missing]
+        )
+        for topic, code, *rest in resp.topic_errors:
+            if code and for_code(code) is not TopicAlreadyExistsError:
+                raise for_code(code)(f"creating topic {topic}: {rest[0] if rest else ''}")
         return missing
     finally:
         await admin.close()

@@ -18,6 +18,12 @@ from collections.abc import Sequence
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka.errors import (
+    KafkaConnectionError,
+    KafkaError,
+    KafkaTimeoutError,
+    RequestTimedOutError,
+)
 from aiokafka.structs import ConsumerRecord
 
 from pipeline.settings import KafkaSettings
@@ -35,6 +41,17 @@ def key_partition(key: bytes, partitions: int) -> int:
     partition explicitly, skipping the client's partitioner altogether.
     """
     return zlib.crc32(key) % partitions
+
+
+def is_retriable(exc: BaseException) -> bool:
+    """A Kafka error that retrying can fix: broker away, leader moving, request timed out.
+
+    aiokafka marks retriability on the error class; connection and timeout errors
+    are retriable whatever their flag says.
+    """
+    if isinstance(exc, KafkaTimeoutError | KafkaConnectionError | RequestTimedOutError):
+        return True
+    return isinstance(exc, KafkaError) and bool(exc.retriable)
 
 
 def _partitioner(key: bytes | None, all_partitions: Sequence[int], available: Sequence[int]) -> int:

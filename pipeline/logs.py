@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import logging
 import sys
+import time
+from collections.abc import Callable
 
 import orjson
 
@@ -21,8 +23,44 @@ class _JsonFormatter(logging.Formatter):
         return orjson.dumps(doc).decode()
 
 
+class RepeatThrottle(logging.Filter):
+    """At most one aiokafka warning/error per message and node every ``window`` seconds.
+
+    While a broker is down (a leader election, a rolling restart) aiokafka logs
+    "Unable connect to node with id N" and "Failed fetch messages from N" at
+    ERROR on every retry, ten times a second per client: about 200 lines per
+    process per failover, which buries everything else. The first line of a
+    kind goes out at once; repeats within the window are counted and the next
+    one that goes out says how many were held back.
+    """
+
+    def __init__(self, window: float = 10.0, clock: Callable[[], float] = time.monotonic) -> None:
+        super().__init__()
+        self.window = window
+        self.clock = clock
+        self._seen: dict[tuple[str, str, str], tuple[float, int]] = {}
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno < logging.WARNING or not record.name.startswith("aiokafka"):
+            return True
+        first = record.args[0] if isinstance(record.args, tuple) and record.args else ""
+        key = (record.name, str(record.msg), str(first))
+        now = self.clock()
+        since, held = self._seen.get(key, (-self.window, 0))
+        if now - since < self.window:
+            self._seen[key] = (since, held + 1)
+            return False
+        if len(self._seen) > 1000:
+            self._seen.clear()
+        self._seen[key] = (now, 0)
+        if held:
+            record.msg = f"{record.msg} ({held} more like this in the last {self.window:.0f}s)"
+        return True
+
+
 def setup(level: str = "INFO", fmt: str = "text", component: str = "") -> None:
     handler = logging.StreamHandler(sys.stderr)
+    handler.addFilter(RepeatThrottle())
     if fmt == "json":
         handler.setFormatter(_JsonFormatter())
     else:

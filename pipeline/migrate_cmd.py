@@ -23,7 +23,7 @@ async def _migrate(url: str) -> list[str]:
 
 
 def _run(args: argparse.Namespace) -> int:
-    cfg = settings.load(database__url=args.database_url)
+    cfg = settings.load_settings(database__url=args.database_url)
     try:
         applied = asyncio.run(_migrate(cfg.database.url.get_secret_value()))
     except Unreachable as exc:

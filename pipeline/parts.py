@@ -11,6 +11,7 @@ from workers.parts import PartFactory, core_part
 def worker_parts() -> list[PartFactory]:
     """Every part of the production worker, in registration order."""
     from scheduler.part import cron_part
+    from workers.approvals.part import approval_part
     from workers.permits.part import permit_part
 
-    return [core_part, cron_part, permit_part]
+    return [core_part, cron_part, permit_part, approval_part]

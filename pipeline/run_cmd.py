@@ -12,23 +12,21 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import importlib.util
 import os
 import signal
 import sys
 from pathlib import Path
 
-COMPONENTS = [
-    ("ingress", "ingress.cli"),
-    ("router", "router.cli"),
-    ("worker", "workers.cli"),
-    ("ops", "ops.cli"),
-]
+from pipeline.settings import METRICS_PORTS
+
+# Each gets the /metrics port base + its index: 9400, 9401, 9402, 9403 by default, the
+# same as each process's own default (pipeline.settings.METRICS_PORTS).
+COMPONENTS = ["ingress", "router", "worker", "ops"]
 DEMO_FILE = Path(__file__).resolve().parent.parent / "deploy" / "local" / "demo-activities.json"
 
 
 async def _pump(name: str, stream: asyncio.StreamReader) -> None:
-    width = max(len(n) for n, _ in COMPONENTS)
+    width = max(len(n) for n in COMPONENTS)
     while line := await stream.readline():
         sys.stdout.write(f"{name:<{width}} | {line.decode(errors='replace')}")
         sys.stdout.flush()
@@ -37,24 +35,16 @@ async def _pump(name: str, stream: asyncio.StreamReader) -> None:
 async def _seed_demo() -> None:
     import orjson
 
+    from definitions import store
     from pipeline import settings
     from pipeline.clients import db_pool
     from schemas.definitions import ActivityFile
 
     defs = ActivityFile.model_validate(orjson.loads(DEMO_FILE.read_bytes()))
-    pool = await db_pool(settings.load().database)
+    pool = await db_pool(settings.load_settings().database)
     try:
+        await store.upsert(pool, defs.activities, keep_existing=True)
         for a in defs.activities:
-            await pool.execute(
-                "INSERT INTO activities (id, name, enabled, trigger, dedupe_key_strategy, tasks)"
-                " VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (id) DO NOTHING",
-                a.id,
-                a.name,
-                a.enabled,
-                a.trigger.model_dump_json(),
-                a.dedupe_key_strategy,
-                orjson.dumps([t.model_dump() for t in a.tasks]).decode(),
-            )
             print(
                 f"demo activity {a.id} ({a.name}) listens for "
                 f"{getattr(a.trigger, 'event_type', a.trigger.type)!r}"
@@ -76,9 +66,7 @@ async def _run(args: argparse.Namespace) -> int:
     base_port = args.base_metrics_port
     procs: list[tuple[str, asyncio.subprocess.Process]] = []
     pumps = []
-    for i, (name, module) in enumerate(COMPONENTS):
-        if importlib.util.find_spec(module) is None:
-            continue
+    for i, name in enumerate(COMPONENTS):
         env = {**os.environ, "INGEST_METRICS_PORT": str(base_port + i)}
         extra = _ops_args() if name == "ops" else []
         proc = await asyncio.create_subprocess_exec(
@@ -137,7 +125,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p.add_argument(
         "--base-metrics-port",
         type=int,
-        default=9400,
+        default=METRICS_PORTS["ingress"],
         help="ingress gets this /metrics port, router +1, worker +2, ops +3 (default 9400)",
     )
     p.set_defaults(func=_cmd)

@@ -16,7 +16,21 @@ from collections.abc import Callable
 
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
 
+from pipeline.settings import METRICS_PORT_ENV, ConfigError
+
 log = logging.getLogger(__name__)
+
+
+class BindError(ConfigError):
+    """A port this process must listen on is taken (or not allowed): the message names
+    the variable that sets it, and the process exits 2 like for any bad setting."""
+
+    def __init__(self, variable: str, host: str, port: int, exc: BaseException) -> None:
+        reason = getattr(exc, "strerror", None) or str(exc)
+        super().__init__(
+            f"{variable}={port}: cannot listen on {host}:{port}: {reason} "
+            f"(set {variable} to a free port, or 0 to turn it off)"
+        )
 
 
 class Shutdown:
@@ -87,6 +101,9 @@ async def serve_http(
         finally:
             writer.close()
 
-    server = await asyncio.start_server(handle, host, port)
+    try:
+        server = await asyncio.start_server(handle, host, port)
+    except OSError as exc:
+        raise BindError(METRICS_PORT_ENV, host, port, exc) from None
     log.info("serving /metrics /healthz /readyz on http://%s:%d", host, port)
     return server

@@ -2,14 +2,20 @@
 
 Every field reads an environment variable (named in the field's ``alias`` or by
 its group's prefix) and may be overridden by a CLI flag. A bad value fails at
-start-up with a pydantic error that names the variable; secrets are
+start-up with a :class:`ConfigError` that names the variable; secrets are
 ``SecretStr`` and never printed (``repr`` shows ``'**********'``).
+
+One convention for every process: a package's own settings live in its
+``settings.py`` as ``XxxSettings`` and are built by ``load_xxx_settings(**flags)``
+(:func:`load_settings` here for what every process shares), each through
+:func:`build` so that every bad-setting message has the same form.
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
-from typing import Literal
+from typing import Literal, TypeVar
 
 from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -117,7 +123,8 @@ class ProcessSettings(BaseSettings):
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     log_format: Literal["text", "json"] = "text"
     metrics_host: str = "0.0.0.0"
-    # 0 disables the HTTP server (/metrics, /healthz, /readyz).
+    # 0 disables the HTTP server (/metrics, /healthz, /readyz). Unset, each process
+    # takes its own default (METRICS_PORTS) so they can run side by side on one host.
     metrics_port: int = Field(9400, ge=0, le=65535)
     shutdown_grace_seconds: float = Field(30.0, gt=0)
 
@@ -137,31 +144,53 @@ class ConfigError(Exception):
     """A setting is invalid; the message names it."""
 
 
-def load(**overrides: object) -> Settings:
-    """Build settings from the environment plus CLI overrides.
+# Default /metrics ports, one per process, so that `ingest ingress`, `ingest router`
+# and `ingest worker` started side by side on one host do not collide (and match
+# what `ingest run` gives them). INGEST_METRICS_PORT or --metrics-port overrides.
+METRICS_PORTS = {"ingress": 9400, "router": 9401, "worker": 9402, "ops": 9403}
+METRICS_PORT_ENV = "INGEST_METRICS_PORT"
+
+S = TypeVar("S", bound=BaseSettings)
+
+
+def build(cls: type[S], **overrides: object) -> S:
+    """``cls`` from the environment plus the overrides that were given (None = not given).
+
+    The one place settings are validated: a bad value raises :class:`ConfigError`
+    naming each bad environment variable (see :func:`describe_error`).
+    """
+    given = {k: v for k, v in overrides.items() if v is not None}
+    try:
+        return cls(**given)  # type: ignore[arg-type]
+    except ValidationError as exc:
+        raise ConfigError(describe_error(exc, cls)) from None
+
+
+def _env_is_set(name: str) -> bool:
+    return any(k.upper() == name for k in os.environ)
+
+
+def load_settings(component: str | None = None, **overrides: object) -> Settings:
+    """The shared settings of one process, from the environment plus CLI overrides.
 
     ``overrides`` take dotted keys as ``group__field`` (e.g. ``kafka__raw_topic``).
-    Validation errors are turned into a :class:`ConfigError` naming each bad setting.
+    ``component`` (a key of :data:`METRICS_PORTS`) picks the default metrics port
+    when neither the flag nor ``INGEST_METRICS_PORT`` gives one.
     """
     groups: dict[str, dict[str, object]] = {}
     for key, value in overrides.items():
-        if value is None:
-            continue
         group, _, field = key.partition("__")
         groups.setdefault(group, {})[field] = value
-    classes: dict[str, type[BaseSettings]] = {
-        "kafka": KafkaSettings,
-        "temporal": TemporalSettings,
-        "database": DatabaseSettings,
-        "process": ProcessSettings,
-    }
-    built: dict[str, BaseSettings] = {}
-    try:
-        for name, cls in classes.items():
-            built[name] = cls(**groups.get(name, {}))  # type: ignore[arg-type]
-    except ValidationError as exc:
-        raise ConfigError(describe_error(exc, classes[name])) from None
-    return Settings(**built)  # type: ignore[arg-type]
+    process = groups.setdefault("process", {})
+    if component is not None and process.get("metrics_port") is None:
+        if not _env_is_set(METRICS_PORT_ENV):
+            process["metrics_port"] = METRICS_PORTS[component]
+    return Settings(
+        kafka=build(KafkaSettings, **groups.get("kafka", {})),
+        temporal=build(TemporalSettings, **groups.get("temporal", {})),
+        database=build(DatabaseSettings, **groups.get("database", {})),
+        process=build(ProcessSettings, **process),
+    )
 
 
 def describe_error(exc: ValidationError, cls: type[BaseSettings]) -> str:
@@ -171,6 +200,11 @@ def describe_error(exc: ValidationError, cls: type[BaseSettings]) -> str:
     for err in exc.errors():
         field = str(err["loc"][0]) if err["loc"] else "?"
         info = cls.model_fields.get(field)
-        env = info.alias if info is not None and info.alias else f"{prefix}{field}".upper()
+        if info is not None and info.alias:
+            env = info.alias
+        elif info is None and field.upper() == field:  # the error names the alias itself
+            env = field
+        else:
+            env = f"{prefix}{field}".upper()
         lines.append(f"invalid setting {env}: {err['msg']}")
     return "; ".join(lines)

@@ -67,7 +67,9 @@ async def _setup(cfg: settings.TemporalSettings) -> list[str]:
 
 
 def _run(args: argparse.Namespace) -> int:
-    cfg = settings.load(temporal__address=args.temporal_address, temporal__namespace=args.namespace)
+    cfg = settings.load_settings(
+        temporal__address=args.temporal_address, temporal__namespace=args.namespace
+    )
     try:
         added = asyncio.run(_setup(cfg.temporal))
     except Unreachable as exc:

@@ -9,7 +9,7 @@ import logging
 from pipeline import logs, settings
 from pipeline.clients import Unreachable, check_kafka, db_pool, temporal_client
 from pipeline.runtime import Shutdown, serve_http
-from router.config import RouterSettings, load_router_settings
+from router.settings import RouterSettings, load_router_settings
 
 log = logging.getLogger("router")
 
@@ -42,7 +42,8 @@ async def run_router(
 
 
 def _run(args: argparse.Namespace) -> int:
-    cfg = settings.load(
+    cfg = settings.load_settings(
+        "router",
         kafka__events_topic=args.events_topic,
         kafka__dlq_topic=args.dlq_topic,
         temporal__task_queue=args.task_queue,
@@ -73,7 +74,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p.add_argument("--events-topic", help="topic to consume (KAFKA_EVENTS_TOPIC)")
     p.add_argument("--dlq-topic", help="dead-letter topic (KAFKA_DLQ_TOPIC)")
     p.add_argument("--task-queue", help="workers' task queue (TEMPORAL_TASK_QUEUE)")
-    p.add_argument("--metrics-port", type=int, help="/metrics port, 0=off (INGEST_METRICS_PORT)")
+    p.add_argument(
+        "--metrics-port", type=int, help="/metrics port, 0=off (INGEST_METRICS_PORT, 9401)"
+    )
     p.add_argument(
         "--no-ledger",
         action="store_true",

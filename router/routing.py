@@ -14,15 +14,19 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import asyncpg
 from aiokafka import AIOKafkaProducer, TopicPartition
 from aiokafka.structs import ConsumerRecord
+from temporalio.client import Client
 
 from pipeline import kafka, metrics
+from pipeline.settings import Settings
+from pipeline.starter import DUPLICATE, ShutdownRequested, Starter, StartRejected
 from router.catalog import ActivityCatalog
 from router.ledger import Ledger, LedgerEntry
-from router.starter import DUPLICATE, ShutdownRequested, Starter, StartRejected
-from schemas import envelope, ids
-from schemas.workflow_io import TRIGGER_EVENT, RunActivityInput
+from router.settings import RouterSettings
+from schemas import envelope
+from schemas.workflow_io import RunActivityInput
 
 log = logging.getLogger(__name__)
 
@@ -71,54 +75,34 @@ class RoutePlanner:
         runs = []
         for activity_id in self.catalog.subscribers(env.type):
             try:
-                wid = ids.event_workflow_id(activity_id, env.event_id)
+                runs.append(RunActivityInput.for_event(activity_id, env.event_id, event))
             except ValueError as exc:  # pragma: no cover - guarded above
                 return Plan(msg, dlq_reason=envelope.R_BAD_FIELD, dlq_detail=str(exc))
-            runs.append(
-                RunActivityInput(
-                    activity_id=activity_id,
-                    workflow_id=wid,
-                    run_id=str(ids.run_id_for(wid)),
-                    trigger_kind=TRIGGER_EVENT,
-                    event_id=env.event_id,
-                    event=event,
-                )
-            )
         if not runs:
             metrics.EVENTS_UNMATCHED.labels(type=env.type[:100]).inc()
         return Plan(msg, runs=runs)
 
 
+@dataclass(kw_only=True)
 class Routing:
     """Executes plans. ``on_done(tp, offset)`` is called once a message is fully handled."""
 
-    def __init__(
-        self,
-        *,
-        planner: RoutePlanner,
-        starter: Starter,
-        producer: AIOKafkaProducer,
-        dlq_topic: str,
-        ledger: Ledger | None,
-        concurrency: int,
-        on_done: Callable[[TopicPartition, int], None],
-        stopping: Callable[[], bool],
-        component: str = "router",
-        dry_run: bool = False,
-    ) -> None:
-        self.planner = planner
-        self.starter = starter
-        self.producer = producer
-        self.dlq_topic = dlq_topic
-        self.ledger = ledger
-        self.sem = asyncio.Semaphore(concurrency)
-        self.on_done = on_done
-        self.stopping = stopping
-        self.component = component
-        self.dry_run = dry_run
-        self.stats = Stats()
-        # Acknowledged but not yet written to the ledger; flushed before each commit.
-        self.pending_ledger: list[LedgerEntry] = []
+    planner: RoutePlanner
+    starter: Starter
+    producer: AIOKafkaProducer
+    dlq_topic: str
+    ledger: Ledger | None
+    concurrency: int
+    on_done: Callable[[TopicPartition, int], None]
+    stopping: Callable[[], bool]
+    component: str = "router"
+    dry_run: bool = False
+    stats: Stats = field(default_factory=Stats, init=False)
+    # Acknowledged but not yet written to the ledger; flushed before each commit.
+    pending_ledger: list[LedgerEntry] = field(default_factory=list, init=False)
+
+    def __post_init__(self) -> None:
+        self.sem = asyncio.Semaphore(self.concurrency)
 
     async def submit(self, batch: list[ConsumerRecord]) -> list[asyncio.Task[None]]:
         """Plan a batch, look it up in the ledger once, and spawn one task per message."""
@@ -235,15 +219,42 @@ class Routing:
 
 
 def _transient(exc: Exception) -> bool:
-    import asyncpg
-    from aiokafka import errors as kerr
-
     if isinstance(exc, asyncpg.PostgresConnectionError | asyncpg.InterfaceError):
         return True
     if isinstance(exc, asyncpg.PostgresError):
         return getattr(exc, "sqlstate", "")[:2] in ("08", "53", "57", "40")
-    return (
-        isinstance(exc, kerr.KafkaError) and bool(getattr(exc, "retriable", False))
-    ) or isinstance(
-        exc, kerr.KafkaConnectionError | kerr.KafkaTimeoutError | kerr.RequestTimedOutError
+    return kafka.is_retriable(exc)
+
+
+def build_routing(
+    settings: Settings,
+    rcfg: RouterSettings,
+    *,
+    client: Client,
+    pool: asyncpg.Pool,
+    catalog: ActivityCatalog,
+    producer: AIOKafkaProducer,
+    on_done: Callable[[TopicPartition, int], None],
+    stopping: Callable[[], bool],
+    dry_run: bool = False,
+    component: str = "router",
+) -> Routing:
+    """The Routing of the live router and of every replay, from their settings.
+
+    Replays use component ``router`` too: messages a replay dead-letters are router
+    rejections, and ``replay --dlq`` must route them again.
+    """
+    return Routing(
+        planner=RoutePlanner(catalog, rcfg.max_event_bytes),
+        starter=Starter(
+            client, settings.temporal.task_queue, component=component, stopping=stopping
+        ),
+        producer=producer,
+        dlq_topic=settings.kafka.dlq_topic,
+        ledger=Ledger(pool) if rcfg.ledger else None,
+        concurrency=rcfg.concurrency,
+        on_done=on_done,
+        stopping=stopping,
+        component=component,
+        dry_run=dry_run,
     )

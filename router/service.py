@@ -21,14 +21,12 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListen
 from temporalio.client import Client
 
 from pipeline import kafka, metrics
+from pipeline.offsets import OffsetTracker
 from pipeline.runtime import Shutdown
 from pipeline.settings import Settings
 from router.catalog import ActivityCatalog
-from router.config import RouterSettings
-from router.ledger import Ledger
-from router.offsets import OffsetTracker
-from router.routing import RoutePlanner, Routing
-from router.starter import Starter
+from router.routing import Routing, build_routing
+from router.settings import RouterSettings
 
 log = logging.getLogger(__name__)
 
@@ -70,19 +68,13 @@ class Router:
         )
         await self.catalog.start()
         await self.producer.start()
-        ledger = Ledger(self.pool) if self.rcfg.ledger else None
-        self.routing = Routing(
-            planner=RoutePlanner(self.catalog, self.rcfg.max_event_bytes),
-            starter=Starter(
-                self.client,
-                self.settings.temporal.task_queue,
-                component=self.component,
-                stopping=lambda: self.shutdown.requested,
-            ),
+        self.routing = build_routing(
+            self.settings,
+            self.rcfg,
+            client=self.client,
+            pool=self.pool,
+            catalog=self.catalog,
             producer=self.producer,
-            dlq_topic=k.dlq_topic,
-            ledger=ledger,
-            concurrency=self.rcfg.concurrency,
             on_done=self._done,
             stopping=lambda: self.shutdown.requested,
             component=self.component,

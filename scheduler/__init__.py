@@ -8,7 +8,9 @@ and starts backfills with ALLOW_DUPLICATE, so only a dispatcher that starts
 and REJECT_DUPLICATE guarantees that no nominal time runs twice.
 
 Modules: ``timing`` (nominal times, pure), ``spec`` (activity -> Schedule),
-``misfire`` (the policy decision, pure), ``store`` (PostgreSQL), ``sync``
-(reconcile schedules), ``dispatcher`` (the workflow and its activity),
-``files`` (loading activity files), ``cli`` (``ingest activities|schedules``).
+``misfire`` (the policy decision, pure), ``store`` (last cron run, logged
+runs), ``sync`` (reconcile schedules), ``dispatcher`` (the workflow and its
+activity), ``part`` (the dispatcher as a worker part), ``cli`` (``ingest
+schedules``). Activity definitions (files, the ``activities`` table, ``ingest
+activities``) are in :mod:`definitions`.
 """

@@ -24,29 +24,29 @@ start more replays, and backfilling an old time never reopens old gaps.
 from __future__ import annotations
 
 import logging
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from temporalio import activity, workflow
 
 with workflow.unsafe.imports_passed_through():
     from temporalio.client import Client, ScheduleBackfill, ScheduleOverlapPolicy
-    from temporalio.common import RetryPolicy, SearchAttributeKey, WorkflowIDReusePolicy
-    from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
+    from temporalio.common import RetryPolicy, SearchAttributeKey
+    from temporalio.exceptions import ApplicationError
     from temporalio.service import RPCError, RPCStatusCode
 
+    from definitions import store as activity_store
     from pipeline import metrics
+    from pipeline.starter import DUPLICATE, STARTED, Starter
     from scheduler import misfire, store, timing
     from scheduler.io import CronFireInput, FireInput, FireResult
-    from scheduler.spec import dispatcher_id, schedule_id
     from schemas.definitions import CronTrigger
-    from schemas.ids import cron_workflow_id, run_id_for
+    from schemas.ids import cron_workflow_id, dispatcher_workflow_id, schedule_id
     from schemas.workflow_io import TRIGGER_CRON, RunActivityInput
 
 log = logging.getLogger(__name__)
 
 SCHEDULED_START = SearchAttributeKey.for_datetime("TemporalScheduledStartTime")
-RUN_WORKFLOW = "RunActivityWorkflow"
 # How many of the newest gap candidates are checked against Temporal: a run may
 # be started (or its dispatcher queued) but not logged in activity_runs yet.
 VERIFY_TAIL = 20
@@ -56,19 +56,24 @@ VERIFY_TAIL = 20
 class CronFireWorkflow:
     @workflow.run
     async def run(self, inp: CronFireInput) -> FireResult:
+        started = workflow.info().start_time.isoformat()
         fired = workflow.info().typed_search_attributes.get(SCHEDULED_START)
-        if fired is None:
+        if inp.resumed_at is not None:  # `ingest schedules resume --now`
+            fire = FireInput(inp.activity_id, inp.resumed_at, started, resume=True)
+        elif fired is None:
             raise ApplicationError(
                 "CronFireWorkflow must be started by a Temporal Schedule "
                 "(no TemporalScheduledStartTime search attribute)",
                 type="NotScheduled",
                 non_retryable=True,
             )
+        else:
+            fire = FireInput(inp.activity_id, fired.isoformat(), started)
         # A local activity: one workflow task instead of three round trips, so
         # the dispatcher finishes well inside a schedule interval.
         return await workflow.execute_local_activity_method(
             CronActivities.fire,
-            FireInput(inp.activity_id, fired.isoformat(), workflow.info().start_time.isoformat()),
+            fire,
             start_to_close_timeout=timedelta(seconds=30),
             # Temporal or PostgreSQL down delays the fire, never loses it.
             retry_policy=RetryPolicy(
@@ -77,16 +82,12 @@ class CronFireWorkflow:
         )
 
 
-def dispatcher_workflow_id(activity_id: str, nominal: datetime) -> str:
-    """The id Temporal gives the dispatcher of ``nominal``: ``{id}-{RFC3339}``."""
-    return f"{dispatcher_id(activity_id)}-{nominal.astimezone(UTC):%Y-%m-%dT%H:%M:%SZ}"
-
-
 class CronActivities:
     def __init__(self, client: Client, pool: Any, task_queue: str) -> None:
         self._client = client
         self._pool = pool
-        self._task_queue = task_queue
+        # Outages are not retried here: the fire is an activity Temporal retries.
+        self._starter = Starter(client, task_queue, component="scheduler", retry_outages=False)
 
     def all(self) -> list[Any]:
         return [self.fire]
@@ -94,7 +95,7 @@ class CronActivities:
     @activity.defn(name="cron_fire")
     async def fire(self, inp: FireInput) -> FireResult:
         """Start the run of one nominal time, applying the misfire policy to a gap before it."""
-        act = await store.get(self._pool, inp.activity_id)
+        act = await activity_store.get(self._pool, inp.activity_id)
         if act is None or not isinstance(act.trigger, CronTrigger):
             log.warning(
                 "schedule fired for unknown activity %s: run `ingest schedules sync`",
@@ -110,12 +111,29 @@ class CronActivities:
         decision = misfire.Decision(timing.previous(trigger, nominal), nominal)
         started = datetime.fromisoformat(inp.started_at)
         jitter = timedelta(seconds=trigger.jitter_seconds)
-        if started < timing.following(trigger, nominal) + jitter:  # a regular fire
+        if inp.resume:
+            decision = await self._decide_at_resume(inp.activity_id, trigger, nominal)
+        elif started < timing.following(trigger, nominal) + jitter:  # a regular fire
             decision = await self._decide(inp.activity_id, trigger, nominal)
         if decision.replay:
             await self._backfill(inp.activity_id, decision.replay)
+        if not decision.run:  # resumed: skip dropped the gap, or nothing was missed
+            if decision.misfires:
+                metrics.MISFIRES.labels(policy=trigger.misfire_policy).inc(decision.misfires)
+                log.warning(
+                    "activity %s resumed: %d nominal time(s) missed up to %s dropped (skip)",
+                    inp.activity_id,
+                    decision.misfires,
+                    nominal.isoformat(),
+                )
+            return FireResult(
+                "skipped" if decision.misfires else "nothing_missed",
+                None,
+                nominal.isoformat(),
+                misfires=decision.misfires,
+            )
         outcome, wid, run = await self._start(inp.activity_id, decision)
-        if outcome == "started" and decision.misfires:
+        if outcome == STARTED and decision.misfires:
             # Counted by the fire that actually ran: a duplicate re-fire sees the
             # same gap and must not count it again.
             metrics.MISFIRES.labels(policy=trigger.misfire_policy).inc(decision.misfires)
@@ -136,24 +154,59 @@ class CronActivities:
             run.context_window_start,
             run.context_window_end,
             [t.isoformat() for t in decision.replay],
-            decision.misfires if outcome == "started" else 0,
+            decision.misfires if outcome == STARTED else 0,
         )
 
-    async def _decide(
+    async def _gap(
         self, activity_id: str, trigger: CronTrigger, nominal: datetime
-    ) -> misfire.Decision:
+    ) -> tuple[datetime, list[datetime], int] | None:
+        """(last time that ran, the latest missed times before ``nominal``, how many in
+        all), or None before the first run ever (nothing can have been missed)."""
         last = await store.last_cron_run(self._pool, activity_id, nominal)
-        previous = timing.previous(trigger, nominal)
-        if last is None:  # the first run ever: nothing can have been missed
-            return misfire.Decision(previous, nominal)
+        if last is None:
+            return None
         missed, total = timing.between(trigger, last, nominal, limit=1000)
         for i in range(len(missed) - 1, max(len(missed) - VERIFY_TAIL, 0) - 1, -1):
             if await self._covered(activity_id, missed[i]):
                 last, missed, total = missed[i], missed[i + 1 :], len(missed) - i - 1
                 break
+        return last, missed, total
+
+    async def _decide(
+        self, activity_id: str, trigger: CronTrigger, nominal: datetime
+    ) -> misfire.Decision:
+        previous = timing.previous(trigger, nominal)
+        gap = await self._gap(activity_id, trigger, nominal)
+        if gap is None:
+            return misfire.Decision(previous, nominal)
+        last, missed, total = gap
         return misfire.decide(
             trigger.misfire_policy, nominal, previous, last, missed, total, trigger.catchup_limit
         )
+
+    async def _decide_at_resume(
+        self, activity_id: str, trigger: CronTrigger, nominal: datetime
+    ) -> misfire.Decision:
+        """``nominal`` is the newest time at or before the resume; this dispatcher has
+        its fire's id, so it counts as that fire: only its run can show it ran."""
+        previous = timing.previous(trigger, nominal)
+        gap = await self._gap(activity_id, trigger, nominal)
+        wid = cron_workflow_id(activity_id, nominal)
+        if gap is None or await store.run_logged(self._pool, wid) or await self._exists(wid):
+            return misfire.Decision(previous, nominal, run=False)
+        last, missed, total = gap
+        return misfire.decide_at_resume(
+            trigger.misfire_policy, nominal, previous, last, missed, total, trigger.catchup_limit
+        )
+
+    async def _exists(self, wid: str) -> bool:
+        try:
+            await self._client.get_workflow_handle(wid).describe()
+            return True
+        except RPCError as exc:
+            if exc.status != RPCStatusCode.NOT_FOUND:
+                raise
+        return False
 
     async def _covered(self, activity_id: str, nominal: datetime) -> bool:
         """The time ran, or its dispatcher exists (queued or in flight): not missed."""
@@ -161,12 +214,8 @@ class CronActivities:
             cron_workflow_id(activity_id, nominal),
             dispatcher_workflow_id(activity_id, nominal),
         ):
-            try:
-                await self._client.get_workflow_handle(wid).describe()
+            if await self._exists(wid):
                 return True
-            except RPCError as exc:
-                if exc.status != RPCStatusCode.NOT_FOUND:
-                    raise
         return False
 
     async def _backfill(self, activity_id: str, times: list[datetime]) -> None:
@@ -179,16 +228,8 @@ class CronActivities:
     async def _start(
         self, activity_id: str, decision: misfire.Decision
     ) -> tuple[str, str, RunActivityInput]:
-        wid = cron_workflow_id(activity_id, decision.window_end)
-        run = RunActivityInput(
-            activity_id=activity_id,
-            workflow_id=wid,
-            run_id=str(run_id_for(wid)),
-            trigger_kind=TRIGGER_CRON,
-            scheduled_for=decision.window_end.isoformat(),
-            context_window_start=decision.window_start.isoformat(),
-            context_window_end=decision.window_end.isoformat(),
-        )
+        run = RunActivityInput.for_cron(activity_id, decision.window_start, decision.window_end)
+        wid = run.workflow_id
         if await store.run_logged(self._pool, wid):
             # Temporal forgets closed ids after the namespace retention (24 h on
             # the dev server); activity_runs does not, so an old backfill stays a no-op.
@@ -196,20 +237,8 @@ class CronActivities:
                 component="scheduler", trigger=TRIGGER_CRON, layer="ledger"
             ).inc()
             log.info("cron run %s already logged: not starting it again", wid)
-            return "duplicate", wid, run
-        try:
-            await self._client.start_workflow(
-                RUN_WORKFLOW,
-                run,
-                id=wid,
-                task_queue=self._task_queue,
-                id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
-            )
-        except WorkflowAlreadyStartedError:
-            metrics.DUPLICATES_SUPPRESSED.labels(
-                component="scheduler", trigger=TRIGGER_CRON, layer="temporal"
-            ).inc()
+            return DUPLICATE, wid, run
+        outcome = await self._starter.start(run)
+        if outcome == DUPLICATE:
             log.info("cron run %s already started: not starting it again", wid)
-            return "duplicate", wid, run
-        metrics.WORKFLOWS_STARTED.labels(trigger=TRIGGER_CRON).inc()
-        return "started", wid, run
+        return outcome, wid, run

@@ -15,6 +15,11 @@ first *current* fire after it (see :mod:`scheduler.dispatcher`) and applies:
   ``[last nominal time that ran, T]`` covering every missed interval.
 
 Every missed time counts once in ``pipeline_misfires_total{policy}``.
+
+``ingest schedules resume --now`` applies the policy at resume time instead
+(:func:`decide_at_resume`): the newest missed time ``M`` is fired late, now, by a
+dispatcher with the id Temporal would have given ``M``'s own fire, so the next
+regular fire finds ``M`` covered and sees no gap left.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ class Decision:
     replay: list[datetime] = field(default_factory=list)  # nominal times to backfill
     dropped: list[datetime] = field(default_factory=list)  # missed and never run
     misfires: int = 0
+    run: bool = True  # start the run of window_end (False: skip at resume)
 
 
 def decide(
@@ -48,20 +54,61 @@ def decide(
     """
     if not missed_total:
         return Decision(previous_nominal, scheduled_for)
+    return _apply(
+        policy, scheduled_for, previous_nominal, last_ran, missed, missed_total, catchup_limit
+    )
+
+
+def _apply(
+    policy: str,
+    end: datetime,
+    previous_nominal: datetime,
+    last_ran: datetime | None,
+    missed: list[datetime],
+    misfires: int,
+    replay_at_most: int,
+) -> Decision:
+    """The run of ``end`` and what happens to ``missed`` under ``policy``."""
     if policy == "skip":
-        return Decision(
-            previous_nominal, scheduled_for, dropped=list(missed), misfires=missed_total
-        )
+        return Decision(previous_nominal, end, dropped=list(missed), misfires=misfires)
     if policy == "catchup":
-        keep = missed[-catchup_limit:]
+        keep = missed[max(0, len(missed) - replay_at_most) :] if replay_at_most > 0 else []
         return Decision(
             previous_nominal,
-            scheduled_for,
+            end,
             replay=keep,
             dropped=missed[: len(missed) - len(keep)],
-            misfires=missed_total,
+            misfires=misfires,
         )
     if policy == "compress":
         start = last_ran if last_ran is not None else previous_nominal
-        return Decision(start, scheduled_for, dropped=list(missed), misfires=missed_total)
+        return Decision(start, end, dropped=list(missed), misfires=misfires)
     raise ValueError(f"unknown misfire policy {policy!r}")
+
+
+def decide_at_resume(
+    policy: str,
+    latest: datetime,
+    previous_nominal: datetime,
+    last_ran: datetime | None,
+    missed: list[datetime],
+    missed_total: int,
+    catchup_limit: int,
+) -> Decision:
+    """What resuming now does with a gap that ends at ``latest`` (itself missed).
+
+    ``missed``/``missed_total`` are the missed times *before* ``latest``, as in
+    :func:`decide`; the gap is those plus ``latest``. No regular fire comes first:
+
+    * ``skip``: every missed time is dropped; nothing runs;
+    * ``catchup``: the latest ``catchup_limit`` missed times run: ``latest`` itself,
+      and the ones before it through backfill;
+    * ``compress``: ``latest`` runs once with the window ``[last that ran, latest]``.
+    """
+    total = missed_total + 1
+    if policy == "skip":
+        return Decision(
+            previous_nominal, latest, dropped=[*missed, latest], misfires=total, run=False
+        )
+    # ``latest`` runs itself, so catch-up replays one fewer of the times before it.
+    return _apply(policy, latest, previous_nominal, last_ran, missed, total, catchup_limit - 1)

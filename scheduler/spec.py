@@ -25,9 +25,8 @@ from temporalio.client import (
 
 from scheduler.io import CronFireInput
 from schemas.definitions import ActivityDef, CronTrigger
+from schemas.ids import dispatcher_id
 
-SCHEDULE_PREFIX = "activity-schedule-"
-DISPATCHER_PREFIX = "cron-fire-"
 DISPATCHER_WORKFLOW = "CronFireWorkflow"
 FINGERPRINT_MEMO = "ingest_fingerprint"
 TASK_QUEUE_MEMO = "ingest_task_queue"
@@ -48,16 +47,6 @@ OVERLAP = {
     "catchup": ScheduleOverlapPolicy.ALLOW_ALL,
     "compress": ScheduleOverlapPolicy.SKIP,
 }
-
-
-def schedule_id(activity_id: object) -> str:
-    """Stable: one schedule per activity, found again by every sync."""
-    return f"{SCHEDULE_PREFIX}{activity_id}"
-
-
-def dispatcher_id(activity_id: object) -> str:
-    """Temporal appends ``-{nominal RFC3339}`` to this for each fire."""
-    return f"{DISPATCHER_PREFIX}{activity_id}"
 
 
 def fingerprint(trigger: CronTrigger, task_queue: str) -> str:

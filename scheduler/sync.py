@@ -13,6 +13,7 @@ sync only unpauses the schedules it paused itself (told apart by the note).
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -28,21 +29,24 @@ from temporalio.client import (
     ScheduleUpdate,
     ScheduleUpdateInput,
 )
+from temporalio.common import WorkflowIDReusePolicy
 from temporalio.converter import DataConverter
+from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
+from definitions import store as activity_store
 from scheduler import store, timing
+from scheduler.io import CronFireInput
 from scheduler.spec import (
     DISABLED_NOTE,
     FINGERPRINT_MEMO,
     OPERATOR_NOTE,
-    SCHEDULE_PREFIX,
     TASK_QUEUE_MEMO,
     build_schedule,
     fingerprint,
-    schedule_id,
 )
 from schemas.definitions import ActivityDef, CronTrigger
+from schemas.ids import SCHEDULE_PREFIX, dispatcher_workflow_id, schedule_id
 
 RESUMED_NOTE = "resumed by ingest"
 
@@ -120,7 +124,7 @@ async def ensure(client: Client, act: ActivityDef, task_queue: str) -> list[Chan
 
 async def reconcile(client: Client, pool: asyncpg.Pool, task_queue: str) -> list[Change]:
     """Every change needed so that schedules match the cron activities in ``pool``."""
-    activities = await store.cron_activities(pool)
+    activities = await activity_store.cron_activities(pool)
     wanted = {schedule_id(a.id) for a in activities}
     changes: list[Change] = []
     for act in activities:
@@ -144,33 +148,86 @@ async def pause(client: Client, activity_id: str, note: str = OPERATOR_NOTE) -> 
     await client.get_schedule_handle(schedule_id(activity_id)).pause(note=note)
 
 
-async def resume(client: Client, pool: asyncpg.Pool, activity_id: str) -> str:
-    """Unpause; returns what the misfire policy will do with the times missed meanwhile.
+async def resume(
+    client: Client,
+    pool: asyncpg.Pool,
+    activity_id: str,
+    *,
+    now: bool = False,
+    task_queue: str | None = None,
+    wait: float = 30,
+) -> str:
+    """Unpause; returns what the misfire policy does with the times missed meanwhile.
 
-    The policy itself is applied by the dispatcher at the first fire after the
-    resume (see :mod:`scheduler.misfire`): one code path for every kind of gap.
+    By default the policy is applied by the dispatcher at the first regular fire
+    after the resume (see :mod:`scheduler.misfire`). With ``now`` it is applied at
+    once: a dispatcher is started for the newest missed time, with the id that
+    time's own fire would have had (so a fire is never doubled), on ``task_queue``;
+    its result is awaited up to ``wait`` seconds (a worker must be polling).
     """
     await client.get_schedule_handle(schedule_id(activity_id)).unpause(note=RESUMED_NOTE)
-    act = await store.get(pool, activity_id)
+    act = await activity_store.get(pool, activity_id)
     if act is None or not isinstance(act.trigger, CronTrigger):
         return "resumed (activity not in the database: run `ingest schedules sync`)"
-    now = datetime.now(UTC)
-    last = await store.last_cron_run(pool, activity_id, now)
+    at = datetime.now(UTC)
+    last = await store.last_cron_run(pool, activity_id, at)
     if last is None:
         return "resumed"
-    _, total = timing.between(act.trigger, last, timing.following(act.trigger, now))
+    trigger = act.trigger
+    latest = timing.floor(trigger, at)
+    _, total = timing.between(trigger, last, timing.following(trigger, at))
     if not total:
         return "resumed; no nominal time was missed"
-    nxt = timing.following(act.trigger, now).isoformat()
+    head = f"resumed; {total} nominal time(s) missed since {last.isoformat()}: "
+    head += f"policy {trigger.misfire_policy}, "
+    warn = "" if act.enabled else " (warning: the activity is disabled; sync will pause it)"
+    if now:
+        if task_queue is None:
+            raise ValueError("resume(now=True) needs the workers' task_queue")
+        return head + await _apply_now(client, activity_id, latest, at, task_queue, wait) + warn
+    nxt = timing.following(trigger, at).isoformat()
     what = {
         "skip": "they are skipped",
-        "catchup": f"the latest {min(total, act.trigger.catchup_limit)} are replayed",
+        "catchup": f"the latest {min(total, trigger.catchup_limit)} are replayed",
         "compress": "one run covers them all",
-    }[act.trigger.misfire_policy]
-    warn = "" if act.enabled else " (warning: the activity is disabled; sync will pause it)"
+    }[trigger.misfire_policy]
+    return head + f"at the next fire ({nxt}) {what}{warn}"
+
+
+async def _apply_now(
+    client: Client,
+    activity_id: str,
+    latest: datetime,
+    at: datetime,
+    task_queue: str,
+    wait: float,
+) -> str:
+    """Start the dispatcher of ``latest`` with ``resumed_at``; describe what it did."""
+    from scheduler.dispatcher import CronFireWorkflow
+
+    wid = dispatcher_workflow_id(activity_id, latest)
+    try:
+        handle = await client.start_workflow(
+            CronFireWorkflow.run,
+            CronFireInput(activity_id, resumed_at=at.isoformat()),
+            id=wid,
+            task_queue=task_queue,
+            id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
+        )
+    except WorkflowAlreadyStartedError:
+        return f"{latest.isoformat()} was already fired ({wid}): the next fire applies the policy"
+    try:
+        result = await asyncio.wait_for(handle.result(), wait)
+    except TimeoutError:
+        return f"applied now by {wid}, still queued after {wait:.0f}s (is a worker running?)"
+    if result.outcome == "skipped":
+        return f"applied now: {result.misfires} dropped, nothing run"
+    if result.outcome == "nothing_missed":
+        return "applied now: nothing left to run"
+    replayed = f", replayed {', '.join(result.replayed)}" if result.replayed else ""
     return (
-        f"resumed; {total} nominal time(s) missed since {last.isoformat()}: "
-        f"policy {act.trigger.misfire_policy}, at the next fire ({nxt}) {what}{warn}"
+        f"applied now: {result.outcome} {result.workflow_id} (window "
+        f"{result.context_window_start} .. {result.context_window_end}){replayed}"
     )
 
 

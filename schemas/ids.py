@@ -1,10 +1,12 @@
-"""The only place workflow ids, run ids and permit ids are formed.
+"""The only place workflow ids, run ids, schedule ids and permit ids are formed.
 
-THESE FORMATS MUST NEVER CHANGE. They are the idempotency contract
-(shared/seeds/000: "Idempotency Contract"): Temporal rejects a second start of
-the same workflow id, the dedupe ledger is keyed by it, and ``run_id`` (the
-``activity_runs`` primary key) is derived from it. Changing a format, even its
-whitespace or time zone rendering, makes every replay start everything again.
+THESE FORMATS MUST NEVER CHANGE. They are the idempotency contract (README,
+"The contract"): Temporal rejects a second start of the same workflow id, the
+dedupe ledger is keyed by it, and ``run_id`` (the ``activity_runs`` primary
+key) is derived from it. Changing a format, even its whitespace or time zone
+rendering, makes every replay start everything again. Schedule and dispatcher
+ids are found again by every ``ingest schedules sync``: changing them orphans
+the existing schedules.
 """
 
 from __future__ import annotations
@@ -51,6 +53,25 @@ def task_workflow_id(run_id: str | uuid.UUID, task_type: str, index: int) -> str
 def permit_workflow_id(resource: str, slot: str) -> str:
     """``permit:{resource}:{slot}``."""
     return f"permit:{_require('resource', resource)}:{_require('slot', str(slot))}"
+
+
+SCHEDULE_PREFIX = "activity-schedule-"
+DISPATCHER_PREFIX = "cron-fire-"
+
+
+def schedule_id(activity_id: object) -> str:
+    """``activity-schedule-{activity_id}``: one Temporal Schedule per cron activity."""
+    return f"{SCHEDULE_PREFIX}{activity_id}"
+
+
+def dispatcher_id(activity_id: object) -> str:
+    """``cron-fire-{activity_id}``: Temporal appends ``-{nominal RFC3339}`` for each fire."""
+    return f"{DISPATCHER_PREFIX}{activity_id}"
+
+
+def dispatcher_workflow_id(activity_id: str, nominal: datetime) -> str:
+    """The id Temporal gives the dispatcher of ``nominal``: ``{dispatcher_id}-{RFC3339}``."""
+    return f"{dispatcher_id(activity_id)}-{nominal.astimezone(UTC):%Y-%m-%dT%H:%M:%SZ}"
 
 
 def run_id_for(workflow_id: str) -> uuid.UUID:

@@ -7,10 +7,18 @@ only hold JSON-friendly types. Times are ISO-8601 strings in UTC.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
+
+from schemas import ids
+from schemas.approval_io import ApprovalState
 
 TRIGGER_EVENT = "event"
 TRIGGER_CRON = "cron"
+
+# The Temporal type name of the run workflow: the worker registers it under this
+# name and every starter (router, replay, cron dispatcher) starts it by it.
+RUN_ACTIVITY_WORKFLOW = "RunActivityWorkflow"
 
 
 @dataclass(frozen=True)
@@ -25,6 +33,35 @@ class RunActivityInput:
     context_window_start: str | None = None
     context_window_end: str | None = None
 
+    @classmethod
+    def for_event(cls, activity_id: str, event_id: str, event: dict[str, Any]) -> RunActivityInput:
+        """The run of ``activity_id`` triggered by one event (contract id and run id)."""
+        wid = ids.event_workflow_id(activity_id, event_id)
+        return cls(
+            activity_id=activity_id,
+            workflow_id=wid,
+            run_id=str(ids.run_id_for(wid)),
+            trigger_kind=TRIGGER_EVENT,
+            event_id=event_id,
+            event=event,
+        )
+
+    @classmethod
+    def for_cron(
+        cls, activity_id: str, window_start: datetime, window_end: datetime
+    ) -> RunActivityInput:
+        """The cron run of nominal time ``window_end``, covering ``(window_start, window_end]``."""
+        wid = ids.cron_workflow_id(activity_id, window_end)
+        return cls(
+            activity_id=activity_id,
+            workflow_id=wid,
+            run_id=str(ids.run_id_for(wid)),
+            trigger_kind=TRIGGER_CRON,
+            scheduled_for=window_end.isoformat(),
+            context_window_start=window_start.isoformat(),
+            context_window_end=window_end.isoformat(),
+        )
+
 
 @dataclass(frozen=True)
 class RunActivityResult:
@@ -34,7 +71,9 @@ class RunActivityResult:
     tasks_succeeded: int
     tasks_failed: int
     tasks_duplicate: int
-    tasks_skipped: int = 0  # skipped by an operator while pending_fix (the run goes on)
+    # Skipped by an operator while pending_fix (the run goes on), or not run because an
+    # approval before them was not given (the approval failed, so the run fails).
+    tasks_skipped: int = 0
 
 
 @dataclass(frozen=True)
@@ -85,11 +124,27 @@ class PlanTasksResult:
 
 
 @dataclass(frozen=True)
+class TaskCarry:
+    """What a task that loops carries into its next run when it continues as new.
+
+    Each loop adds its own field (approvals: the approval state with its audit trail;
+    pause-and-fix: the fixes so far, while the input's payload is the patched one).
+    """
+
+    continued_runs: int = 1  # how many times the task has continued as new, this one included
+    approval: ApprovalState | None = None
+    fixes: list[FixEntry] | None = None
+
+
+@dataclass(frozen=True)
 class TaskInstanceInput:
     task_id: str  # task-{run_id}:{task_type}:{index}
     run_id: str
     activity_id: str
     spec: TaskSpec
+    # Set only on a run continued as new (workers/continuation.py): the first run
+    # already claimed the task and marked it running, so the next ones must not.
+    continued: TaskCarry | None = None
     # Claim and mark running in one step. Parents set it; children started before
     # it existed replay their recorded two steps (no patch marker needed).
     claim_running: bool = False

@@ -13,17 +13,16 @@ import asyncio
 import os
 import uuid
 from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass
-from pathlib import Path
 
 import asyncpg
 import pytest
 
 from pipeline import db, settings
 from pipeline.stack import manager
-from pipeline.stack.services import Postgres, StackSettings
-
-ROOT = Path(__file__).resolve().parent.parent
+from pipeline.stack.postgres import Postgres
+from pipeline.stack.settings import StackSettings
+from tests.support import ROOT
+from tests.support.stack import Stack, Topics
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -33,14 +32,6 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.integration)
         if "/faults/" in path:
             item.add_marker(pytest.mark.faults)
-
-
-@dataclass(frozen=True)
-class Stack:
-    kafka: str
-    temporal: str
-    admin_db_url: str  # a database on the server we may CREATE DATABASE from
-    template_db: str
 
 
 @pytest.fixture(scope="session")
@@ -111,14 +102,6 @@ async def db_pool(database_url: str) -> AsyncIterator[asyncpg.Pool]:
     await pool.close()
 
 
-@dataclass(frozen=True)
-class Topics:
-    raw: str
-    events: str
-    dlq: str
-    out: str  # where `emit` tasks publish
-
-
 @pytest.fixture
 async def topics(stack: Stack) -> Topics:
     from pipeline.clients import ensure_topics
@@ -138,7 +121,7 @@ def task_queue() -> str:
 
 @pytest.fixture
 def cfg(stack: Stack, topics: Topics, database_url: str, task_queue: str) -> settings.Settings:
-    return settings.load(
+    return settings.load_settings(
         kafka__bootstrap_servers=stack.kafka,
         kafka__raw_topic=topics.raw,
         kafka__events_topic=topics.events,

@@ -28,7 +28,8 @@ def _run(args: argparse.Namespace) -> int:
     from workers.handlers import load_registry
     from workers.settings import load_worker_settings
 
-    cfg = settings.load(
+    cfg = settings.load_settings(
+        "worker",
         temporal__address=args.temporal_address,
         temporal__namespace=args.namespace,
         temporal__task_queue=args.task_queue,
@@ -50,9 +51,6 @@ def _run(args: argparse.Namespace) -> int:
     except Unreachable as exc:
         print(f"ingest worker: {exc}")
         return 1
-    except OSError as exc:  # e.g. the metrics port is taken
-        print(f"ingest worker: {exc} (INGEST_METRICS_PORT={cfg.process.metrics_port})")
-        return 1
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -73,7 +71,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p.add_argument("--database-url", help="PostgreSQL DSN (env DATABASE_URL)")
     p.add_argument("--bootstrap-servers", help="Kafka brokers (env KAFKA_BOOTSTRAP_SERVERS)")
     p.add_argument(
-        "--metrics-port", type=int, help="/metrics port, 0 = off (env INGEST_METRICS_PORT)"
+        "--metrics-port", type=int, help="/metrics port, 0 = off (env INGEST_METRICS_PORT, 9402)"
     )
     p.add_argument(
         "--sdk-metrics-port",
@@ -93,22 +91,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p.set_defaults(func=_run)
 
 
-def main(argv: list[str] | None = None) -> int:
-    """``python -m workers.cli [flags]``: the same as ``ingest worker [flags]``, without
-    importing the other subcommands (a lean container entry point)."""
-    import sys
-
-    parser = argparse.ArgumentParser(prog="ingest")
-    add_parser(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(["worker", *(sys.argv[1:] if argv is None else argv)])
-    try:
-        return int(args.func(args) or 0)
-    except settings.ConfigError as exc:
-        print(f"ingest worker: configuration error: {exc}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        return 130
-
-
 if __name__ == "__main__":
-    raise SystemExit(main())
+    # ``python -m workers.cli [flags]``: the same as ``ingest worker [flags]``, without
+    # importing the other subcommands (a lean container entry point).
+    from pipeline.cli import entry_one
+
+    entry_one("worker", add_parser)

@@ -1,9 +1,10 @@
 """Pause-and-fix: a task whose handler fails for good waits for an operator.
 
 ``TaskInstanceWorkflow`` inherits :class:`PausableTask` and runs its handler
-through :meth:`PausableTask._recoverable` (the recoverable-step loop of
-shared/seeds/002). For a task whose ``on_failure`` is ``pause``, a permanent
-handler failure (non-retryable, or retries exhausted) does not fail the task:
+through :meth:`PausableTask._recoverable` (a recoverable step: on a permanent
+failure the workflow waits for an operator's update, then retries). For a task
+whose ``on_failure`` is ``pause``, a permanent handler failure (non-retryable,
+or retries exhausted) does not fail the task:
 
 1. the task row becomes ``pending_fix`` with the error;
 2. the search attributes ``IngestStatus=PENDING_FIX``, ``IngestFailedTask`` and
@@ -19,6 +20,10 @@ writes no history and the caller gets the reason):
   refused. If the retry fails for good again, the task pauses again.
 * ``skip``: the task ends ``skipped``; the run goes on (and succeeds if nothing failed).
 * ``abort``: the task fails as it would have without ``pause``; the run fails.
+
+A task fixed again and again is a loop: before a retry (a safe boundary, every
+handler finished) it continues as new when Temporal suggests it
+(``workers.continuation``), carrying its fixes and the patched payload.
 
 Every accepted action is written to ``task_fixes`` (workers.fix_audit) before
 the update returns, and kept in the ``fix_state`` query.
@@ -45,9 +50,11 @@ with workflow.unsafe.imports_passed_through():
         FixResult,
         FixState,
         RecordFixInput,
+        TaskCarry,
         TaskInstanceInput,
         TaskStateResult,
     )
+    from workers.continuation import continue_task, suggested
     from workers.fix_audit import FixActivities
     from workers.merge_patch import PatchError, check_patch
 
@@ -93,8 +100,13 @@ class PausableTask:
         :class:`TaskAborted` when an operator aborts it.
         """
         self._task, self._payload = inp, dict(inp.spec.payload)
-        current = inp
+        if inp.continued is not None and inp.continued.fixes:  # a fix loop continued as new
+            self._fixes, self._fix_status = list(inp.continued.fixes), "retrying"
+        current, attempted = inp, False
         while True:
+            if attempted and self._fixes and suggested():  # before a retry: a safe boundary
+                await continue_task(current, self._carry)
+            attempted = True
             try:
                 await execute(current)
                 break
@@ -116,6 +128,9 @@ class PausableTask:
         if self._fixes:
             workflow.upsert_search_attributes([sa.STATUS.value_set(sa.RESOLVED)])
         return await self._resolved("succeeded")
+
+    def _carry(self, runs: int) -> TaskCarry:
+        return TaskCarry(continued_runs=runs, fixes=list(self._fixes))
 
     async def _pause(self, inp: TaskInstanceInput, error: str) -> FixEntry:
         workflow.logger.warning("task %s paused pending a fix: %s", inp.task_id, error)

@@ -22,8 +22,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from schemas.approval_io import APPROVAL_TASK_TYPE
 from schemas.definitions import TaskDef
 from schemas.workflow_io import PermitRequest, RunActivityInput, TaskSpec
+from workers.approvals.config import approval_config
 from workers.options import handler_options
 from workers.templates import TemplateError, render
 
@@ -59,6 +61,10 @@ def plan(defs: Sequence[TaskDef], run: RunActivityInput) -> list[TaskSpec]:
     for pos, task in enumerate(defs):
         try:
             handler_options(task.config)
+            if task.type == APPROVAL_TASK_TYPE:
+                approval_config(task.config)
+                if task.permit is not None:  # a person's wait must not hold a scarce slot
+                    raise ValueError("an approval task cannot hold a permit")
         except ValueError as exc:
             raise PlanError(f"tasks[{pos}] ({task.type}): {exc}") from None
         for _ in range(task.count):

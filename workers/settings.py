@@ -6,10 +6,10 @@ them; a bad value raises :class:`pipeline.settings.ConfigError` naming the varia
 
 from __future__ import annotations
 
-from pydantic import Field, ValidationError
+from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from pipeline.settings import ConfigError
+from pipeline.settings import build
 
 
 class WorkerSettings(BaseSettings):
@@ -29,12 +29,4 @@ class WorkerSettings(BaseSettings):
 
 def load_worker_settings(**overrides: object) -> WorkerSettings:
     """Environment plus non-None CLI overrides; :class:`ConfigError` names the bad variable."""
-    given = {k: v for k, v in overrides.items() if v is not None}
-    try:
-        return WorkerSettings(**given)  # type: ignore[arg-type]
-    except ValidationError as exc:
-        msgs = [
-            f"invalid setting INGEST_{str(e['loc'][0]).upper() if e['loc'] else '?'}: {e['msg']}"
-            for e in exc.errors()
-        ]
-        raise ConfigError("; ".join(msgs)) from None
+    return build(WorkerSettings, **overrides)

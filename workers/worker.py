@@ -22,7 +22,7 @@ from temporalio.worker import Worker
 
 from pipeline import kafka
 from pipeline.clients import db_pool, temporal_client
-from pipeline.runtime import Shutdown, serve_http
+from pipeline.runtime import BindError, Shutdown, serve_http
 from pipeline.settings import Settings
 from workers.handlers import Registry, Resources, load_registry
 from workers.parts import PartDeps, PartFactory, WorkerPart, core_part
@@ -36,8 +36,14 @@ def sdk_runtime(settings: Settings, port: int) -> Runtime | None:
     if port == 0:
         return None
     address = f"{settings.process.metrics_host}:{port}"
+    try:
+        runtime = Runtime(telemetry=TelemetryConfig(metrics=PrometheusConfig(bind_address=address)))
+    except ValueError as exc:  # the SDK reports a failed bind as ValueError
+        raise BindError(
+            "INGEST_SDK_METRICS_PORT", settings.process.metrics_host, port, exc
+        ) from None
     log.info("Temporal SDK metrics on http://%s/metrics", address)
-    return Runtime(telemetry=TelemetryConfig(metrics=PrometheusConfig(bind_address=address)))
+    return runtime
 
 
 def build_worker(

@@ -1,6 +1,6 @@
 """RunActivityWorkflow (one per trigger) and TaskInstanceWorkflow (one per planned task).
 
-Idempotency (shared/seeds/000, the contract): the run's workflow id and
+Idempotency (the contract, README "The contract"): the run's workflow id and
 ``run_id`` come from the trigger; ``log_run`` is an insert-or-nothing; each task
 is a child workflow with the id ``task-{run_id}:{task_type}:{index}`` and
 REJECT_DUPLICATE. On a replay after a worker restart the SDK finds the child
@@ -11,7 +11,6 @@ so it is deterministic.
 
 from __future__ import annotations
 
-import asyncio
 from datetime import timedelta
 
 from temporalio import workflow
@@ -25,8 +24,16 @@ with workflow.unsafe.imports_passed_through():
         WorkflowAlreadyStartedError,
     )
 
+    from schemas.approval_io import (
+        APPROVAL_TASK_TYPE,
+        ApprovalDecision,
+        ApprovalResubmission,
+        ApprovalState,
+        ApprovalUpdateResult,
+    )
     from schemas.ids import task_workflow_id
     from schemas.workflow_io import (
+        RUN_ACTIVITY_WORKFLOW,
         FinishRunInput,
         LogRunInput,
         PermitGrant,
@@ -42,6 +49,9 @@ with workflow.unsafe.imports_passed_through():
         TaskStateResult,
     )
     from workers.activities import RunActivities
+    from workers.approvals import rules as approval_rules
+    from workers.approvals.flow import ApprovalFlow
+    from workers.approvals.stages import run_in_stages
     from workers.fixes import PausableTask
     from workers.options import handler_options
     from workers.permits.scope import hold_permit
@@ -87,17 +97,29 @@ def describe(exc: BaseException) -> str:
 
 @workflow.defn(name="TaskInstanceWorkflow")
 class TaskInstanceWorkflow(PausableTask):
+    @workflow.init
+    def __init__(self, inp: TaskInstanceInput) -> None:
+        super().__init__()
+        # Approval tasks wait for a person here (workers/approvals); built before run()
+        # so their updates and query have their state from the first workflow task.
+        self._approval = ApprovalFlow(inp) if inp.spec.task_type == APPROVAL_TASK_TYPE else None
+
     @workflow.run
     async def run(self, inp: TaskInstanceInput) -> TaskInstanceResult:
-        claim = await self._claim(inp)
-        if not claim.claimed:
-            return TaskInstanceResult(inp.task_id, "duplicate")
-        if claim.status in ("succeeded", "failed", "skipped"):  # finished by an earlier execution
-            return TaskInstanceResult(inp.task_id, claim.status)
+        if inp.continued is None:  # a run continued as new was claimed by the first one
+            claim = await self._claim(inp)
+            if not claim.claimed:
+                return TaskInstanceResult(inp.task_id, "duplicate")
+            if claim.status in ("succeeded", "failed", "skipped"):  # finished earlier
+                return TaskInstanceResult(inp.task_id, claim.status)
         try:
-            # on_failure=pause: a permanent failure waits for a fix (workers.fixes); the
-            # permit is held per attempt, so a paused task holds none while it waits.
-            status = await self._recoverable(inp, self._attempt, describe)
+            if self._approval is not None:
+                await self._approval.run()  # raises ApprovalRejected (a ValueError)
+                status = "succeeded"
+            else:
+                # on_failure=pause: a permanent failure waits for a fix (workers.fixes); the
+                # permit is held per attempt, so a paused task holds none while it waits.
+                status = await self._recoverable(inp, self._attempt, describe)
         except (ActivityError, ValueError) as exc:
             error = describe(exc)
             await self._state(inp, "failed", error)
@@ -152,8 +174,37 @@ class TaskInstanceWorkflow(PausableTask):
             TaskStateInput(inp.task_id, inp.run_id, inp.spec, status, error),
         )
 
+    # --- approvals: thin handlers; the logic is workers/approvals/flow.py ------------
 
-@workflow.defn(name="RunActivityWorkflow")
+    @workflow.update
+    async def decide(self, d: ApprovalDecision) -> ApprovalUpdateResult:
+        return await self._flow().decide(d)
+
+    @decide.validator
+    def _check_decide(self, d: ApprovalDecision) -> None:
+        self._flow().check_decision(d)
+
+    @workflow.update
+    async def resubmit(self, r: ApprovalResubmission) -> ApprovalUpdateResult:
+        return await self._flow().resubmit(r)
+
+    @resubmit.validator
+    def _check_resubmit(self, r: ApprovalResubmission) -> None:
+        self._flow().check_resubmission(r)
+
+    @workflow.query
+    def approval(self) -> ApprovalState | None:
+        return self._approval.snapshot() if self._approval is not None else None
+
+    def _flow(self) -> ApprovalFlow:
+        if self._approval is None:
+            raise approval_rules.refuse(
+                approval_rules.NOT_AN_APPROVAL, f"{workflow.info().workflow_id} is not an approval"
+            )
+        return self._approval
+
+
+@workflow.defn(name=RUN_ACTIVITY_WORKFLOW)
 class RunActivityWorkflow:
     @workflow.run
     async def run(self, inp: RunActivityInput) -> RunActivityResult:
@@ -173,7 +224,9 @@ class RunActivityWorkflow:
             raise ApplicationError(
                 f"planning failed: {describe(exc)}", type="PlanFailed", non_retryable=True
             ) from exc
-        results = await asyncio.gather(*(self._child(inp, spec) for spec in planned.tasks))
+        # An approval task gates the tasks after it (workers/approvals/stages.py): they
+        # are reported skipped when it is not given, and its failure fails the run.
+        results = await run_in_stages(inp.run_id, planned.tasks, lambda s: self._child(inp, s))
         counts = {s: sum(r.status == s for r in results) for s in _COUNTED}
         # A task an operator skipped does not fail the run (it is counted apart).
         status = "failed" if counts["failed"] else "succeeded"

@@ -5,19 +5,26 @@ from __future__ import annotations
 import argparse
 import sys
 
+from pipeline.stack.kafka import Kafka
+from pipeline.stack.kafka_cluster import KafkaCluster, stack_kafka
+from pipeline.stack.postgres import Postgres
 from pipeline.stack.procs import StackError
-from pipeline.stack.services import HOST, Kafka, Postgres, StackSettings, Temporal
+from pipeline.stack.settings import HOST, StackSettings
+from pipeline.stack.temporal import Temporal
 
 
-def _services(cfg: StackSettings) -> list[tuple[str, Kafka | Temporal | Postgres]]:
-    return [("kafka", Kafka(cfg)), ("temporal", Temporal(cfg)), ("postgres", Postgres(cfg))]
+def _services(
+    cfg: StackSettings, kafka_nodes: int | None = None
+) -> list[tuple[str, Kafka | KafkaCluster | Temporal | Postgres]]:
+    kafka = stack_kafka(cfg, kafka_nodes)
+    return [("kafka", kafka), ("temporal", Temporal(cfg)), ("postgres", Postgres(cfg))]
 
 
-def _addresses(cfg: StackSettings) -> dict[str, str]:
+def _addresses(cfg: StackSettings, kafka_nodes: int | None = None) -> dict[str, str]:
     from pipeline.db import redact
 
     out = {
-        "kafka": f"{HOST}:{cfg.kafka_port}",
+        "kafka": stack_kafka(cfg, kafka_nodes).address,
         "temporal": f"{HOST}:{cfg.temporal_port}",
         "postgres": redact(Postgres(cfg).url),
     }
@@ -26,14 +33,14 @@ def _addresses(cfg: StackSettings) -> dict[str, str]:
     return out
 
 
-def up(cfg: StackSettings, partitions: int | None = None) -> int:
+def up(cfg: StackSettings, partitions: int | None = None, kafka_nodes: int | None = None) -> int:
     import asyncio
 
     from pipeline import settings
     from pipeline.clients import ensure_topics
 
-    addrs = _addresses(cfg)
-    for name, svc in _services(cfg):
+    addrs = _addresses(cfg, kafka_nodes)
+    for name, svc in _services(cfg, kafka_nodes):
         try:
             state = svc.ensure()
         except StackError as exc:
@@ -42,15 +49,25 @@ def up(cfg: StackSettings, partitions: int | None = None) -> int:
         print(f"{name:9} {state:24} {addrs[name]}")
     from workers.settings import load_worker_settings
 
-    k = settings.load().kafka
+    k = settings.load_settings().kafka
     # The application topics, plus where `emit` tasks publish by default.
     topics = [k.raw_topic, k.events_topic, k.dlq_topic, load_worker_settings().emit_topic]
     created = asyncio.run(ensure_topics(k, topics, partitions or k.partitions))
-    print(
-        f"topics    {'created ' + ', '.join(created) if created else 'already present':24} "
-        f"{', '.join(topics)} ({partitions or k.partitions} partitions)"
-    )
+    print(topics_line(topics, created, partitions or k.partitions))
+    if "," in addrs["kafka"]:
+        print(f"export KAFKA_BOOTSTRAP_SERVERS={addrs['kafka']}  # so clients know every broker")
     return 0
+
+
+def topics_line(topics: list[str], created: list[str], partitions: int) -> str:
+    """``topics    created 2 of 4   a, b, c, d (6 partitions)``: each topic named once."""
+    if not created:
+        state = "already present"
+    elif len(created) == len(topics):
+        state = "created"
+    else:
+        state = f"created {len(created)} of {len(topics)}"
+    return f"{'topics':9} {state:24} {', '.join(topics)} ({partitions} partitions)"
 
 
 def down(cfg: StackSettings) -> int:
@@ -85,13 +102,25 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     )
     p.add_argument("action", choices=["up", "down", "status"])
     p.add_argument("--partitions", type=int, help="partitions for new topics (KAFKA_PARTITIONS)")
+    p.add_argument(
+        "--kafka-nodes",
+        type=int,
+        choices=range(1, 10),
+        metavar="N",
+        help=(
+            "up: Kafka nodes (INGEST_STACK_KAFKA_NODES, default 1). N>1 starts a KRaft "
+            "cluster on ports 9092, 9094, ... (controllers 9093, 9095, ...) with "
+            "replication factor 3 and min.insync.replicas=2, to try broker failover "
+            "(docs/kafka.md); status/down find a started cluster by themselves"
+        ),
+    )
     p.set_defaults(func=_run)
 
 
 def _run(args: argparse.Namespace) -> int:
     cfg = StackSettings()
     if args.action == "up":
-        return up(cfg, args.partitions)
+        return up(cfg, args.partitions, args.kafka_nodes)
     if args.action == "down":
         return down(cfg)
     return status(cfg)

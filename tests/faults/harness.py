@@ -6,8 +6,16 @@ trigger) has exactly one ``activity_runs`` row and exactly one
 unstable event id would show up as an extra workflow id), and every planned task
 has exactly one ``task_instances`` row.
 
+Scaffolding every scenario shares lives here too: the ``fault`` fixture
+(``tests/faults/conftest.py``) gives a :class:`Scenario`, which spawns the
+pipeline, records the figures row (before any assert, so a failing run shows its
+real numbers), closes everything at the end and prints the process logs when the
+test failed.
+
 Size: ``FAULTS_SCALE=full`` (``make faults``) runs the full version; anything
-else runs the reduced version CI can afford.
+else runs the reduced version CI can afford. Full sizes are derived from the
+measured end-to-end throughput so that the whole full-size suite fits in
+:data:`SUITE_BUDGET_SECONDS` on a 2-core machine (see :func:`suite_estimate`).
 """
 
 from __future__ import annotations
@@ -15,11 +23,11 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import socket
 import sys
 import time
 import uuid
 from collections import Counter
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,12 +37,14 @@ import orjson
 from aiokafka import AIOKafkaProducer
 
 from schemas import ids
-from tests import helpers
-from tests.conftest import ROOT
+from tests.support import ROOT, kafka, metrics
+from tests.support.net import free_port
+from tests.support.process import clean_env
+from tests.support.wait import eventually, quiet, wait_until
 
 FULL = os.environ.get("FAULTS_SCALE", "").lower() == "full"
 
-# One row per scenario run; printed by tests/faults/conftest.py (FAULTS_SCALE=full).
+# One row per scenario run; printed by tests/faults/conftest.py.
 FIGURES: list[dict[str, Any]] = []
 
 
@@ -42,25 +52,67 @@ def scaled(reduced: Any, full: Any) -> Any:
     return full if FULL else reduced
 
 
-# Completed task-runs per second the local stack sustains end to end while a
-# scenario kills or stops things: measured ~4 on 2 cores; 2.5 leaves headroom.
-# A full-size run of 10,000 events is therefore about an hour per scenario.
-DRAIN_RATE = 2.5
+# --- sizing ------------------------------------------------------------------------
+#
+# The whole pipeline from the raw topic finishes about 6 runs/s with one noop
+# task on 2 cores (README "Measured"); the Temporal dev server is the ceiling, and
+# a run with 3 tasks costs about 3 runs' worth. Full sizes below keep the whole
+# full-size suite inside the budget at that rate, counting each scenario's fixed
+# costs too (process starts, kills and restarts, outages, rebalances, final waits).
+THROUGHPUT = 6.0  # finished one-task runs per second, end to end
+SUITE_BUDGET_SECONDS = 60 * 60
+
+
+@dataclass(frozen=True)
+class Size:
+    """A scenario's full size: runs it drives and seconds of fixed cost around them."""
+
+    runs: int
+    tasks_per_run: int = 1
+    fixed_seconds: int = 60
+
+    def seconds(self) -> float:
+        return self.runs * self.tasks_per_run / THROUGHPUT + self.fixed_seconds
+
+
+FULL_SIZES = {
+    # 10 kills x (restart ~3 s + waiting for progress ~2 s)
+    "router_kill": Size(2000, fixed_seconds=120),
+    # 10 kills x ~10 s consumer-group rebalance; producing is spread over 200 s
+    "ingress_kill": Size(2000, fixed_seconds=240),
+    # 3 tasks per run; 10 kills x (restart + retried attempts after 5-15 s timeouts)
+    "worker_kill": Size(500, tasks_per_run=3, fixed_seconds=240),
+    # private dev server start/stop/start, 30 s outage
+    "temporal_outage": Size(1200, fixed_seconds=120),
+    # private PostgreSQL start/stop/start + migrations, 30 s outage
+    "postgres_outage": Size(1200, fixed_seconds=120),
+    # private broker start/stop/start, 20 s down
+    "kafka_restart": Size(1200, fixed_seconds=150),
+    # rebalance, then a second router group replays everything (no new runs)
+    "rebalance_replay": Size(1500, fixed_seconds=150),
+    # bad input corpus x 5 rounds, 50,000-case parser property test, bad configs
+    "bad_input_and_config": Size(0, fixed_seconds=300),
+}
+
+
+def suite_estimate() -> float:
+    """Seconds the full-size suite needs at :data:`THROUGHPUT`."""
+    return sum(s.seconds() for s in FULL_SIZES.values())
+
+
+def events(scenario: str, reduced: int) -> int:
+    """The event count of ``scenario`` at the current scale."""
+    return scaled(reduced, FULL_SIZES[scenario].runs)
+
+
+# Time limits are not sizing: they only stop a hung run. They assume a rate well
+# below THROUGHPUT (a machine shared with other work), plus 10 minutes.
+LIMIT_RATE = 2.5
 
 
 def drain_seconds(runs: int, tasks_per_run: int = 1) -> int:
     """How long full-size verification may wait for ``runs`` to finish."""
-    return int(runs * tasks_per_run / DRAIN_RATE) + 600
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def record(scenario: str, **figures: Any) -> None:
-    FIGURES.append({"scenario": scenario, "scale": "full" if FULL else "reduced", **figures})
+    return int(runs * tasks_per_run / LIMIT_RATE) + 600
 
 
 # --- processes -------------------------------------------------------------------
@@ -127,29 +179,16 @@ class Child:
         if not self.alive:
             raise AssertionError(f"{self.kind} exited unexpectedly:\n{self.log()}")
 
-    async def metric(self, name: str, **labels: str) -> float:
-        """Sum of the samples of ``name`` matching ``labels`` on this process's /metrics."""
-        import httpx
+    async def metric(self, name: str, *, missing_ok: bool = False, **labels: str) -> float:
+        """Sum of the samples of ``name`` matching ``labels`` on this process's /metrics.
 
-        async with httpx.AsyncClient() as http:
-            text = (await http.get(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=5)).text
-        total = 0.0
-        for line in text.splitlines():
-            if line.startswith(f"{name}{{") and all(
-                f'{k}="{v}"' in line for k, v in labels.items()
-            ):
-                total += float(line.rsplit(" ", 1)[1])
-        return total
+        An unknown metric always fails; a known one without a matching series fails
+        unless ``missing_ok`` (a labelled counter never incremented has no series).
+        """
+        return await metrics.scrape(self.metrics_port, name, missing_ok=missing_ok, **labels)
 
     async def ready(self) -> bool:
-        import httpx
-
-        try:
-            async with httpx.AsyncClient() as http:
-                r = await http.get(f"http://127.0.0.1:{self.metrics_port}/healthz", timeout=2)
-                return r.status_code == 200
-        except httpx.HTTPError:
-            return False
+        return await metrics.healthy(self.metrics_port)
 
 
 class Pipeline:
@@ -167,13 +206,8 @@ class Pipeline:
         self._n = Counter[str]()
 
     def env(self, kind: str, metrics: bool = False, **extra: str) -> dict[str, str]:
-        env = {
-            k: v
-            for k, v in os.environ.items()
-            if not k.startswith(("KAFKA_", "TEMPORAL_", "INGEST_")) and k != "DATABASE_URL"
-        }
-        env.update(
-            {
+        env = clean_env(
+            **{
                 "KAFKA_BOOTSTRAP_SERVERS": self.ep.kafka,
                 "KAFKA_RAW_TOPIC": self.topics.raw,
                 "KAFKA_EVENTS_TOPIC": self.topics.events,
@@ -212,6 +246,34 @@ class Pipeline:
 
     async def close(self) -> None:
         await asyncio.gather(*(c.stop(20) for c in self.children if c.alive))
+
+    async def verify(
+        self,
+        temporal: Any,
+        pool: asyncpg.Pool,
+        expected: set[str],
+        figures: Figures,
+        *,
+        tasks_per_run: int = 1,
+        reduced_timeout: float = 300,
+    ) -> Outcome:
+        """:func:`verify` for this pipeline's task queue; the time limit follows the scale."""
+        timeout = scaled(reduced_timeout, drain_seconds(len(expected), tasks_per_run))
+        return await verify(
+            temporal, pool, self.task_queue, expected, tasks_per_run, timeout, figures
+        )
+
+    async def committed_to_end(self, kind: str = "router", timeout: float = 60) -> None:
+        """Wait until ingress (raw topic) or the router (events topic) committed everything."""
+        group, topic = {
+            "ingress": (self.ingress_group, self.topics.raw),
+            "router": (self.router_group, self.topics.events),
+        }[kind]
+        await eventually(
+            lambda: kafka.caught_up(self.ep.kafka, group, topic),
+            timeout,
+            f"the {kind} group {group} to commit to the end of {topic}",
+        )
 
     def logs(self) -> str:
         return "\n".join(f"--- {c.logfile.name}\n{c.log(1500)}" for c in self.children)
@@ -273,14 +335,119 @@ async def executions_by_id(temporal: Any, task_queue: str) -> Counter[str]:
 
 @dataclass
 class Outcome:
+    """Everything :func:`verify` measured, before it asserts anything."""
+
     expected: int
     runs: int
     lost: int
     extra: int
     duplicate_runs: int
+    not_succeeded: int
+    bad_run_ids: int
     executions: int
+    missing_executions: int
+    extra_executions: int
     duplicate_executions: int
     tasks: int
+    tasks_expected: int
+    duplicate_tasks: int
+    tasks_not_succeeded: int
+    examples: dict[str, list[str]] = field(default_factory=dict)
+
+    def figures(self) -> dict[str, Any]:
+        """The columns of the figures table this outcome fills."""
+        return {
+            "lost": self.lost,
+            "duplicate_runs": self.duplicate_runs + self.duplicate_executions,
+            "runs": self.runs,
+        }
+
+    def check(self) -> None:
+        ex = self.examples
+        assert not self.lost, f"{self.lost} runs lost, e.g. {ex.get('lost')}"
+        assert not self.extra, (
+            f"{self.extra} unexpected runs (unstable ids?), e.g. {ex.get('extra')}"
+        )
+        assert not self.duplicate_runs, f"duplicate activity_runs rows: {ex.get('duplicate_runs')}"
+        assert not self.not_succeeded, f"{self.not_succeeded} runs did not succeed"
+        assert not self.bad_run_ids, f"{self.bad_run_ids} run ids not derived from the workflow id"
+        assert not self.missing_executions, (
+            f"{self.missing_executions} runs without a listed execution, e.g. {ex.get('missing')}"
+        )
+        assert not self.extra_executions, f"executions not started by us: {ex.get('extra_execs')}"
+        assert not self.duplicate_executions, f"duplicate executions: {ex.get('dup_execs')}"
+        assert not self.duplicate_tasks, f"{self.duplicate_tasks} duplicate task_instances ids"
+        assert self.tasks == self.tasks_expected, (self.tasks, self.tasks_expected)
+        assert not self.tasks_not_succeeded, f"{self.tasks_not_succeeded} tasks did not succeed"
+
+
+async def measure(
+    temporal: Any,
+    pool: asyncpg.Pool,
+    task_queue: str,
+    expected: set[str],
+    tasks_per_run: int = 1,
+    timeout: float = 240,
+) -> Outcome:
+    """Wait (up to ``timeout``) for every expected run to finish, then count; asserts nothing."""
+
+    async def finished() -> bool:
+        n = await pool.fetchval("SELECT count(*) FROM activity_runs WHERE status = 'succeeded'")
+        return int(n) >= len(expected)
+
+    await wait_until(finished, timeout)
+
+    async def counts() -> tuple[int, int]:
+        runs = await pool.fetchval("SELECT count(*) FROM activity_runs")
+        tasks = await pool.fetchval("SELECT count(*) FROM task_instances")
+        return int(runs), int(tasks)
+
+    # A stray duplicate (a redone start, a retried activity) would add a row late:
+    # wait until the row counts stay unchanged for a quiet period.
+    await quiet(counts, "the activity_runs/task_instances row counts", period=2.0, timeout=60)
+
+    rows = await pool.fetch("SELECT workflow_id, run_id, status FROM activity_runs")
+    per_id = Counter(r["workflow_id"] for r in rows)
+    got = set(per_id)
+    lost, extra = expected - got, got - expected
+    dup_rows = {w: n for w, n in per_id.items() if n > 1}
+
+    execs: Counter[str] = Counter()
+
+    async def visible() -> bool:
+        nonlocal execs
+        execs = await executions_by_id(temporal, task_queue)
+        return set(execs) >= expected
+
+    await wait_until(visible, 60)  # visibility is eventually consistent
+    dup_execs = {w: n for w, n in execs.items() if n > 1}
+
+    tasks = await pool.fetch("SELECT id, status FROM task_instances")
+    return Outcome(
+        expected=len(expected),
+        runs=len(rows),
+        lost=len(lost),
+        extra=len(extra),
+        duplicate_runs=len(dup_rows),
+        not_succeeded=sum(r["status"] != "succeeded" for r in rows),
+        bad_run_ids=sum(r["run_id"] != ids.run_id_for(r["workflow_id"]) for r in rows),
+        executions=sum(execs.values()),
+        missing_executions=len(expected - set(execs)),
+        extra_executions=len(set(execs) - expected),
+        duplicate_executions=len(dup_execs),
+        tasks=len(tasks),
+        tasks_expected=tasks_per_run * len(expected),
+        duplicate_tasks=len(tasks) - len({t["id"] for t in tasks}),
+        tasks_not_succeeded=sum(t["status"] != "succeeded" for t in tasks),
+        examples={
+            "lost": sorted(lost)[:3],
+            "extra": sorted(extra)[:3],
+            "duplicate_runs": sorted(dup_rows)[:3],
+            "missing": sorted(expected - set(execs))[:3],
+            "extra_execs": sorted(set(execs) - expected)[:3],
+            "dup_execs": sorted(dup_execs)[:3],
+        },
+    )
 
 
 async def verify(
@@ -290,58 +457,66 @@ async def verify(
     expected: set[str],
     tasks_per_run: int = 1,
     timeout: float = 240,
-    what: str = "",
+    figures: Figures | None = None,
 ) -> Outcome:
-    """Wait for every expected run to finish, then assert the invariant."""
-
-    async def finished() -> bool:
-        n = await pool.fetchval("SELECT count(*) FROM activity_runs WHERE status = 'succeeded'")
-        return int(n) >= len(expected)
-
-    await helpers.eventually(finished, timeout, f"{len(expected)} runs to succeed {what}")
-    await asyncio.sleep(2)  # let a stray duplicate surface
-
-    rows = await pool.fetch("SELECT workflow_id, run_id, status FROM activity_runs")
-    per_id = Counter(r["workflow_id"] for r in rows)
-    got = set(per_id)
-    lost = expected - got
-    extra = got - expected
-    dup_rows = {w: n for w, n in per_id.items() if n > 1}
-    assert not lost, f"{len(lost)} runs lost, e.g. {sorted(lost)[:3]}"
-    assert not extra, f"{len(extra)} unexpected runs (unstable ids?), e.g. {sorted(extra)[:3]}"
-    assert not dup_rows, f"duplicate activity_runs rows: {list(dup_rows.items())[:3]}"
-    assert {r["status"] for r in rows} == {"succeeded"}
-    assert all(r["run_id"] == ids.run_id_for(r["workflow_id"]) for r in rows)
-
-    execs: Counter[str] = Counter()
-
-    async def visible() -> bool:
-        nonlocal execs
-        execs = await executions_by_id(temporal, task_queue)
-        return set(execs) >= expected
-
-    await helpers.eventually(visible, 60, "Temporal visibility to list every execution")
-    dup_execs = {w: n for w, n in execs.items() if n > 1}
-    assert set(execs) == expected, f"executions not started by us: {set(execs) - expected}"
-    assert not dup_execs, f"duplicate executions: {list(dup_execs.items())[:3]}"
-
-    tasks = await pool.fetch("SELECT id, status FROM task_instances")
-    assert len({t["id"] for t in tasks}) == len(tasks)
-    assert len(tasks) == tasks_per_run * len(expected), (len(tasks), len(expected))
-    assert {t["status"] for t in tasks} == {"succeeded"}
-    return Outcome(
-        expected=len(expected),
-        runs=len(rows),
-        lost=len(lost),
-        extra=len(extra),
-        duplicate_runs=len(dup_rows),
-        executions=sum(execs.values()),
-        duplicate_executions=len(dup_execs),
-        tasks=len(tasks),
-    )
+    """:func:`measure`, record the figures in ``figures``, then assert the invariant."""
+    outcome = await measure(temporal, pool, task_queue, expected, tasks_per_run, timeout)
+    if figures is not None:
+        figures.update(**outcome.figures())
+    outcome.check()
+    return outcome
 
 
 async def caught_up(bootstrap: str, group: str, topic: str) -> bool:
-    end = await helpers.end_offsets(bootstrap, topic)
-    got = await helpers.committed(bootstrap, group, topic)
-    return all((got.get(p) or 0) >= off for p, off in end.items())
+    return await kafka.caught_up(bootstrap, group, topic)
+
+
+# --- one scenario's scaffolding ----------------------------------------------------
+
+
+class Figures(dict[str, Any]):
+    """One row of the figures table; appended to :data:`FIGURES` when created, so
+    whatever was recorded before a failing assert is printed."""
+
+    def __init__(self, title: str, t0: float) -> None:
+        super().__init__(scenario=title, scale="full" if FULL else "reduced")
+        self._t0 = t0
+        FIGURES.append(self)
+
+    def update(self, *args: Any, **figures: Any) -> None:  # type: ignore[override]
+        super().update(*args, **figures)
+        self["seconds"] = round(time.monotonic() - self._t0)
+
+
+class Scenario:
+    """What the ``fault`` fixture yields: pipelines, figures rows, and cleanups."""
+
+    def __init__(self, tmp: Path) -> None:
+        self.tmp = tmp
+        self.t0 = time.monotonic()
+        self.pipelines: list[Pipeline] = []
+        self._cleanups: list[Callable[[], Awaitable[Any]]] = []
+
+    def pipeline(self, ep: Endpoints, topics: Any, task_queue: str) -> Pipeline:
+        pipe = Pipeline(self.tmp, ep, topics, task_queue)
+        self.pipelines.append(pipe)
+        return pipe
+
+    def figures(self, title: str, **figures: Any) -> Figures:
+        """A new row of the figures table, timed from now."""
+        row = Figures(title, time.monotonic())
+        row.update(**figures)
+        return row
+
+    def cleanup(self, fn: Callable[[], Awaitable[Any]]) -> None:
+        """Run ``fn`` at the end, after the pipelines stopped (last registered, first run)."""
+        self._cleanups.append(fn)
+
+    async def close(self) -> None:
+        for pipe in self.pipelines:
+            await pipe.close()
+        while self._cleanups:
+            await self._cleanups.pop()()
+
+    def logs(self) -> str:
+        return "\n".join(p.logs() for p in self.pipelines)

@@ -8,14 +8,13 @@ in stdout or stderr.
 from __future__ import annotations
 
 import asyncio
-import os
 import sys
 import time
 
 import pytest
 
-from tests.conftest import ROOT
-from tests.faults import harness as h
+from tests.support import ROOT
+from tests.support.process import clean_env
 
 BOUND = 45  # seconds a process may take to give up
 
@@ -46,13 +45,8 @@ async def _run(kind: str, env: dict[str, str]) -> tuple[int, str, float]:
 
 
 def _base(stack, **extra: str) -> dict[str, str]:
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("KAFKA_", "TEMPORAL_", "INGEST_")) and k != "DATABASE_URL"
-    }
-    env.update(
-        {
+    env = clean_env(
+        **{
             "KAFKA_BOOTSTRAP_SERVERS": stack.kafka,
             "TEMPORAL_ADDRESS": stack.temporal,
             "DATABASE_URL": stack.admin_db_url,
@@ -113,23 +107,17 @@ SECRET_CASES = [
 
 
 @pytest.mark.timeout(180)
-async def test_secrets_are_never_printed(stack):
+async def test_secrets_are_never_printed(stack, fault):
+    figures = fault.figures(
+        "10 bad configuration", events=0, kills=0, lost=0, duplicate_runs=0, dlq=0, dlq_expected=0
+    )
     results = await asyncio.gather(
         *(_run(kind, _base(stack, **SECRET_ENV, **bad)) for kind, bad in SECRET_CASES)
     )
+    figures.update(restarts=len(CASES) + len(SECRET_CASES))
     for (kind, bad), (code, out, took) in zip(SECRET_CASES, results, strict=True):
         what = f"{kind} with {bad or 'the shared Kafka/Temporal'}"
         assert code != 0, f"{what}: exit 0\n{out[-2000:]}"
         assert took < BOUND, f"{what}: took {took:.0f}s"
         for marker in (DB_MARKER, API_MARKER, SASL_MARKER):
             assert marker not in out, f"{what}: secret {marker} printed:\n{out[-3000:]}"
-    h.record(
-        "10 bad configuration",
-        events=0,
-        kills=0,
-        restarts=len(CASES) + len(SECRET_CASES),
-        lost=0,
-        duplicate_runs=0,
-        dlq=0,
-        dlq_expected=0,
-    )

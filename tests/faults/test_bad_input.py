@@ -7,7 +7,6 @@ and its source coordinates; the good messages interleaved with them still flow.
 
 from __future__ import annotations
 
-import time
 import uuid
 from collections import Counter
 
@@ -17,8 +16,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from schemas import envelope, ids
-from tests import helpers
 from tests.faults import harness as h
+from tests.support import db, kafka
 
 MAX_BYTES = 100_000
 CE = [("ce_specversion", b"1.0"), ("ce_id", b"ce-1"), ("ce_source", b"/s")]
@@ -60,38 +59,34 @@ BAD: list[tuple[bytes | None, list[tuple[str, bytes]], str]] = [
 
 
 @pytest.mark.timeout(h.scaled(180, 600))
-async def test_bad_input_corpus_reaches_the_dlq(stack, cfg, topics, task_queue, tmp_path):
-    t0 = time.monotonic()
+async def test_bad_input_corpus_reaches_the_dlq(stack, cfg, topics, task_queue, fault):
     rounds = h.scaled(1, 5)
     tag = uuid.uuid4().hex[:8]
     messages: list[tuple[bytes | None, bytes | None, list[tuple[str, bytes]]]] = []
     expect: list[str | None] = []  # per message: a DLQ reason, or None for a good event
     for r in range(rounds):
         for i, (value, headers, reason) in enumerate(BAD):
-            good = helpers.event(f"good.{tag}", n=f"{r}-{i}")
+            good = db.event(f"good.{tag}", n=f"{r}-{i}")
             key = b"tombstone" if value is None else None
             messages += [(None, good, [("x-garbage", b"\x00\xff")]), (key, value, headers)]
             expect += [None, reason]
     ep = h.Endpoints(stack.kafka, stack.temporal, cfg.database.url.get_secret_value())
-    pipe = h.Pipeline(tmp_path, ep, topics, task_queue)
-    try:
-        ingress = await pipe.spawn("ingress", INGEST_MAX_EVENT_BYTES=str(MAX_BYTES))
-        coords = await helpers.produce(stack.kafka, topics.raw, messages)
-        await helpers.eventually(
-            lambda: h.caught_up(stack.kafka, pipe.ingress_group, topics.raw),
-            90,
-            "ingress to commit the whole corpus",
-        )
-        ingress.assert_alive()
-    except BaseException:
-        print(pipe.logs())
-        raise
-    finally:
-        await pipe.close()
+    pipe = fault.pipeline(ep, topics, task_queue)
+    figures = fault.figures(
+        "9 bad input corpus", events=len(messages), kills=0, restarts=0, duplicate_runs=0
+    )
+    ingress = await pipe.spawn("ingress", INGEST_MAX_EVENT_BYTES=str(MAX_BYTES))
+    coords = await kafka.produce(stack.kafka, topics.raw, messages)
+    await pipe.committed_to_end("ingress", 90)
+    ingress.assert_alive()
+    await fault.close()
 
     bad_at = {c: (m, e) for c, m, e in zip(coords, messages, expect, strict=True) if e}
     good_at = {c for c, e in zip(coords, expect, strict=True) if e is None}
-    dlq = await helpers.read_all(stack.kafka, topics.dlq)
+    dlq = await kafka.read_all(stack.kafka, topics.dlq)
+    events = await kafka.read_all(stack.kafka, topics.events)
+    got = {orjson.loads(m.value)["event_id"] for m in events}
+    figures.update(lost=len(good_at) - len(got), dlq=len(dlq), dlq_expected=len(bad_at))
     seen = Counter()
     for m in dlq:
         hd = dict(m.headers)
@@ -104,22 +99,8 @@ async def test_bad_input_corpus_reaches_the_dlq(stack, cfg, topics, task_queue, 
         seen[c] += 1
     assert set(seen) == set(bad_at), f"missing from the DLQ: {set(bad_at) - set(seen)}"
     assert set(seen.values()) == {1}
-
-    events = await helpers.read_all(stack.kafka, topics.events)
-    got = {orjson.loads(m.value)["event_id"] for m in events}
     assert got == {ids.source_event_id(topics.raw, p, o) for p, o in good_at}
     assert len(events) == len(good_at)
-    h.record(
-        "9 bad input corpus",
-        events=len(messages),
-        kills=0,
-        restarts=0,
-        lost=len(good_at) - len(got),
-        duplicate_runs=0,
-        dlq=len(dlq),
-        dlq_expected=len(bad_at),
-        seconds=round(time.monotonic() - t0),
-    )
 
 
 # --- property test of the parser --------------------------------------------------

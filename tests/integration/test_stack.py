@@ -11,7 +11,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from temporalio import workflow
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
-from tests.conftest import ROOT
+from tests.support import ROOT
 
 
 async def test_kafka_produce_and_consume(stack, topics):

@@ -1,4 +1,6 @@
-"""What a task handler is given, the shared clients it may use, and its error classes.
+"""What a task handler is given, and the shared clients it may use.
+
+Its error classes are in :mod:`workers.handlers.errors`.
 
 A handler is ``async def handler(ctx: TaskContext) -> None``. Returning means done.
 Raising :class:`PermanentTaskError` fails the task at once (no retry); any other
@@ -13,31 +15,16 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import httpx
 from aiokafka import AIOKafkaProducer
 
 from schemas.workflow_io import TaskSpec
+from workers.handlers.errors import PermanentTaskError
 
 if TYPE_CHECKING:
     from workers.permits.fencing import Permit
-
-
-class TaskError(Exception):
-    """Base of handler errors; ``retriable`` is a property of the class."""
-
-    retriable = True
-
-
-class PermanentTaskError(TaskError):
-    """Retrying cannot help (bad config, rejected request): fail the task now."""
-
-    retriable = False
-
-
-class RetryableTaskError(TaskError):
-    """A transient failure (5xx, timeout): let Temporal retry with backoff."""
 
 
 class Resources:
@@ -101,3 +88,32 @@ class TaskContext:
 
 
 Handler = Callable[[TaskContext], Awaitable[None]]
+
+
+_ATTR = "__ingest_task_type__"
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def register(name: str) -> Callable[[F], F]:
+    """Tag an async function as the handler of task type ``name``.
+
+    It only tags the function (no global state): importing a module of handlers
+    has no side effects, and each worker builds its own registry from the tags.
+    """
+    if not name:
+        raise ValueError("task type must be a non-empty string")
+
+    def tag(fn: F) -> F:
+        setattr(fn, _ATTR, name)
+        return fn
+
+    return tag
+
+
+def task_type_of(fn: Callable[..., Any]) -> str:
+    """The task type ``fn`` was registered for (``@register``), else its name."""
+    return str(getattr(fn, _ATTR, None) or getattr(fn, "__name__", ""))
+
+
+def is_registered(fn: object) -> bool:
+    return bool(getattr(fn, _ATTR, None))

@@ -18,8 +18,8 @@ from __future__ import annotations
 import httpx
 import orjson
 
-from workers.handlers.base import PermanentTaskError, RetryableTaskError, TaskContext
-from workers.handlers.registry import register
+from workers.handlers.base import TaskContext, register
+from workers.handlers.errors import PermanentTaskError, RetryableTaskError
 
 
 @register("noop")

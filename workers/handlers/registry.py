@@ -7,8 +7,9 @@ Sources, later ones overriding earlier ones (an override is logged):
 3. ``INGEST_TASK_HANDLERS="mymod:func,othermod"``: ``module:attr`` adds one handler,
    a bare ``module`` adds every function in it decorated with ``@register``.
 
-``@register("name")`` only tags the function (no global state), so importing a
-module has no side effects and each worker builds its own registry.
+``@register("name")`` (:mod:`workers.handlers.base`) only tags the function (no
+global state), so importing a module has no side effects and each worker builds
+its own registry.
 """
 
 from __future__ import annotations
@@ -16,34 +17,19 @@ from __future__ import annotations
 import importlib
 import inspect
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from importlib.metadata import entry_points
-from typing import Any, TypeVar
+from typing import Any
 
 from pipeline.settings import ConfigError
-from workers.handlers.base import Handler
+from workers.handlers import builtin
+from workers.handlers.base import Handler, is_registered, register, task_type_of
+
+__all__ = ["ENTRY_POINT_GROUP", "Registry", "add_from_spec", "load_registry", "register"]
 
 log = logging.getLogger(__name__)
 
 ENTRY_POINT_GROUP = "ingest.task_handlers"
-_ATTR = "__ingest_task_type__"
-F = TypeVar("F", bound=Callable[..., Any])
-
-
-def register(name: str) -> Callable[[F], F]:
-    """Tag an async function as the handler of task type ``name``."""
-    if not name:
-        raise ValueError("task type must be a non-empty string")
-
-    def tag(fn: F) -> F:
-        setattr(fn, _ATTR, name)
-        return fn
-
-    return tag
-
-
-def task_type_of(fn: Callable[..., Any]) -> str:
-    return str(getattr(fn, _ATTR, None) or getattr(fn, "__name__", ""))
 
 
 class Registry:
@@ -74,7 +60,7 @@ class Registry:
 
 def _registered_in(module: Any) -> Iterable[Handler]:
     for _, obj in inspect.getmembers(module, inspect.iscoroutinefunction):
-        if getattr(obj, _ATTR, None):
+        if is_registered(obj):
             yield obj
 
 
@@ -104,8 +90,6 @@ def add_from_spec(registry: Registry, spec: str) -> None:
 
 def load_registry(spec: str = "", *, use_entry_points: bool = True) -> Registry:
     """Built-ins, then entry points, then the ``INGEST_TASK_HANDLERS`` spec."""
-    from workers.handlers import builtin
-
     registry = Registry()
     for fn in builtin.BUILTINS:
         registry.add(fn, source="built-ins")

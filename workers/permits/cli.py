@@ -23,7 +23,7 @@ from pipeline.clients import Unreachable, db_pool, temporal_client
 
 
 def _settings(args: argparse.Namespace) -> settings.Settings:
-    return settings.load(
+    return settings.load_settings(
         temporal__address=args.temporal_address,
         temporal__namespace=args.namespace,
         database__url=args.database_url,

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import asyncpg
 
 from schemas.workflow_io import PermitGrant
-from workers.handlers.base import PermanentTaskError
+from workers.handlers.errors import PermanentTaskError
 from workers.permits import store
 
 

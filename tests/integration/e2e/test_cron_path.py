@@ -6,12 +6,13 @@ import asyncio
 import uuid
 from datetime import UTC
 
+from definitions import store
 from pipeline.parts import worker_parts
 from pipeline.runtime import Shutdown
-from scheduler import store, sync
+from scheduler import sync
 from schemas import ids
 from schemas.definitions import ActivityDef
-from tests import helpers
+from tests.support import wait
 from workers.settings import WorkerSettings
 from workers.worker import run_worker
 
@@ -56,7 +57,7 @@ async def test_schedule_fires_through_the_production_worker(cfg, temporal, db_po
             )
 
         try:
-            await helpers.eventually(ran, 60, "a scheduled run to finish")
+            await wait.eventually(ran, 60, "a scheduled run to finish")
         finally:
             shutdown.trigger()
             assert await asyncio.wait_for(worker, 60) == 0
@@ -71,4 +72,4 @@ async def test_schedule_fires_through_the_production_worker(cfg, temporal, db_po
         assert row["workflow_id"] == ids.cron_workflow_id(act.id, nominal)
         assert row["workflow_id"].endswith("+00:00")
     finally:
-        await temporal.get_schedule_handle(f"activity-schedule-{act.id}").delete()
+        await temporal.get_schedule_handle(ids.schedule_id(act.id)).delete()

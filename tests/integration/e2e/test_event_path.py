@@ -12,30 +12,21 @@ import uuid
 
 import orjson
 
-from ingress.config import IngressConfig
 from ingress.service import run_ingress
+from ingress.settings import IngressSettings
 from pipeline.runtime import Shutdown
-from router.config import RouterSettings
 from router.service import Router
+from router.settings import RouterSettings
 from schemas import ids
-from tests import helpers
+from tests.support import db, kafka, metrics, wait
 from workers.settings import WorkerSettings
 from workers.worker import run_worker
-
-
-def _dups() -> float:
-    return sum(
-        helpers.metric_value(
-            "pipeline_duplicates_suppressed_total", component="router", trigger="event", layer=layer
-        )
-        for layer in ("ledger", "temporal")
-    )
 
 
 async def test_event_path_end_to_end(cfg, topics, temporal, db_pool):
     tag = uuid.uuid4().hex[:8]
     etype = f"order.created.{tag}"
-    a_emit = await helpers.seed_activity(
+    a_emit = await db.seed_activity(
         db_pool,
         etype,
         tasks=[
@@ -47,12 +38,12 @@ async def test_event_path_end_to_end(cfg, topics, temporal, db_pool):
             },
         ],
     )
-    a_noop = await helpers.seed_activity(db_pool, etype, tasks=[{"type": "noop"}])
-    await helpers.seed_activity(db_pool, f"unrelated.{tag}")
+    a_noop = await db.seed_activity(db_pool, etype, tasks=[{"type": "noop"}])
+    await db.seed_activity(db_pool, f"unrelated.{tag}")
 
-    no_id = [(None, helpers.event(etype, order_id=f"o-{tag}-{i}"), []) for i in range(10)]
+    no_id = [(None, db.event(etype, order_id=f"o-{tag}-{i}"), []) for i in range(10)]
     with_id = [
-        (None, helpers.event(etype, f"e-{tag}-{i}", order_id=f"p-{tag}-{i}"), []) for i in range(5)
+        (None, db.event(etype, f"e-{tag}-{i}", order_id=f"p-{tag}-{i}"), []) for i in range(5)
     ]
     cloud = [
         (
@@ -70,20 +61,20 @@ async def test_event_path_end_to_end(cfg, topics, temporal, db_pool):
         )
     ]
     malformed = [(None, b"not json", []), (None, b"[1, 2]", []), (None, b'{"data": {}}', [])]
-    coords = await helpers.produce(
+    coords = await kafka.produce(
         cfg.kafka.bootstrap_servers, topics.raw, no_id + with_id + cloud + malformed
     )
     # Broker redelivery / producer retry of the events that carry an id.
-    await helpers.produce(cfg.kafka.bootstrap_servers, topics.raw, with_id)
+    await kafka.produce(cfg.kafka.bootstrap_servers, topics.raw, with_id)
 
     event_ids = [ids.source_event_id(topics.raw, p, o) for p, o in coords[:10]]
     event_ids += [f"e-{tag}-{i}" for i in range(5)] + [f"ce-{tag}"]
     expected = {ids.event_workflow_id(a, e) for a in (a_emit, a_noop) for e in event_ids}
-    dups_before = _dups()
+    dups_before = metrics.router_duplicates(missing_ok=True)
 
     shutdown = Shutdown()
     ingress = asyncio.create_task(
-        run_ingress(cfg, shutdown, config=IngressConfig(group=f"ing-{tag}"), serve=False)
+        run_ingress(cfg, shutdown, config=IngressSettings(group=f"ing-{tag}"), serve=False)
     )
     router = Router(
         cfg,
@@ -104,7 +95,7 @@ async def test_event_path_end_to_end(cfg, topics, temporal, db_pool):
             )
             return n >= len(expected)
 
-        await helpers.eventually(all_runs_finished, 120, "every run to finish")
+        await wait.eventually(all_runs_finished, 120, "every run to finish")
         await asyncio.sleep(2)  # let any stray duplicate surface before asserting
     finally:
         shutdown.trigger()
@@ -127,7 +118,7 @@ async def test_event_path_end_to_end(cfg, topics, temporal, db_pool):
         execs = [w async for w in temporal.list_workflows(f"WorkflowId = '{wid}'")]
         assert len(execs) == 1, wid
 
-    dlq = await helpers.read_all(cfg.kafka.bootstrap_servers, topics.dlq)
+    dlq = await kafka.read_all(cfg.kafka.bootstrap_servers, topics.dlq)
     assert sorted(dict(m.headers)["dlq_reason"] for m in dlq) == [
         b"missing_type",
         b"not_json",
@@ -135,9 +126,10 @@ async def test_event_path_end_to_end(cfg, topics, temporal, db_pool):
     ]
     assert sorted(m.value for m in dlq) == sorted(v for _, v, _ in malformed)
 
-    emitted = await helpers.read_all(cfg.kafka.bootstrap_servers, topics.out)
+    emitted = await kafka.read_all(cfg.kafka.bootstrap_servers, topics.out)
     assert len(emitted) == len(event_ids)
     emit_ids = {t["id"] for t in tasks if t["task_type"] == "emit"}
     assert {m.key.decode() for m in emitted} == emit_ids
 
-    assert _dups() - dups_before >= 2 * len(with_id)
+    # Each redelivered event is suppressed once per subscribed activity, no more.
+    assert metrics.router_duplicates() - dups_before == 2 * len(with_id)

@@ -7,11 +7,11 @@ import uuid
 
 import orjson
 
-from ingress.config import IngressConfig
 from ingress.service import run_ingress
+from ingress.settings import IngressSettings
 from pipeline.runtime import Shutdown
 from schemas.ids import source_event_id
-from tests.integration.ingress.kafka_util import produce, read_all, unfinished
+from tests.support.kafka import produce, read_until, unfinished
 
 CE = [
     ("ce_specversion", b"1.0"),
@@ -57,13 +57,13 @@ async def test_ingress_stamps_keys_and_dead_letters(cfg, topics, stack) -> None:
         run_ingress(
             cfg,
             shutdown,
-            config=IngressConfig(group=group, lag_interval_seconds=0.2),
+            config=IngressSettings(group=group, lag_interval_seconds=0.2),
             serve=False,
         )
     )
     try:
-        events = await read_all(stack.kafka, topics.events, len(GOOD))
-        dlq = await read_all(stack.kafka, topics.dlq, len(BAD))
+        events = await read_until(stack.kafka, topics.events, len(GOOD))
+        dlq = await read_until(stack.kafka, topics.dlq, len(BAD))
     finally:
         shutdown.trigger()
         code = await asyncio.wait_for(task, 30)
@@ -140,13 +140,13 @@ async def test_header_strategy_and_missing_header(cfg, topics, stack) -> None:
         run_ingress(
             cfg,
             shutdown,
-            config=IngressConfig(group=group, strategy="header:x-event-id"),
+            config=IngressSettings(group=group, strategy="header:x-event-id"),
             serve=False,
         )
     )
     try:
-        events = await read_all(stack.kafka, topics.events, 2)
-        dlq = await read_all(stack.kafka, topics.dlq, 1)
+        events = await read_until(stack.kafka, topics.events, 2)
+        dlq = await read_until(stack.kafka, topics.dlq, 1)
     finally:
         shutdown.trigger()
         assert await asyncio.wait_for(task, 30) == 0
@@ -161,7 +161,7 @@ async def test_multiple_raw_topics(stack, topics) -> None:
     second = f"{topics.raw}-b"
     kcfg = settings.KafkaSettings(bootstrap_servers=stack.kafka)
     await ensure_topics(kcfg, [second], 1)
-    cfg = settings.load(
+    cfg = settings.load_settings(
         kafka__bootstrap_servers=stack.kafka,
         kafka__raw_topic=f"{topics.raw},{second}",
         kafka__events_topic=topics.events,
@@ -172,10 +172,10 @@ async def test_multiple_raw_topics(stack, topics) -> None:
     await produce(stack.kafka, second, [(None, j({"type": "a"}), [], 0)])
     shutdown = Shutdown()
     task = asyncio.create_task(
-        run_ingress(cfg, shutdown, config=IngressConfig(group=f"g-{uuid.uuid4()}"), serve=False)
+        run_ingress(cfg, shutdown, config=IngressSettings(group=f"g-{uuid.uuid4()}"), serve=False)
     )
     try:
-        events = await read_all(stack.kafka, topics.events, 2)
+        events = await read_until(stack.kafka, topics.events, 2)
     finally:
         shutdown.trigger()
         assert await asyncio.wait_for(task, 30) == 0

@@ -7,30 +7,26 @@ topic is byte-identical and lands on the same partition (keyed by event_id).
 
 from __future__ import annotations
 
-import asyncio
 import os
 import signal
 import subprocess
 import sys
 import uuid
 from collections import Counter
+from typing import Any
 
 import orjson
 
-from tests.conftest import ROOT
-from tests.integration.ingress.kafka_util import (
-    committed,
-    end_offsets,
-    produce,
-    read_all,
-    unfinished,
-    wait_until,
-)
+from tests.support import ROOT
+from tests.support.kafka import committed, count, produce, read_until, unfinished
+from tests.support.wait import quiet, wait_until
 
 N = 30
 
 
-def start(stack, topics, group: str, **extra: str) -> subprocess.Popen[bytes]:
+def start(
+    stack, topics, group: str, stderr: Any = subprocess.PIPE, **extra: str
+) -> subprocess.Popen[bytes]:
     env = {
         **os.environ,
         "KAFKA_BOOTSTRAP_SERVERS": stack.kafka,
@@ -46,15 +42,11 @@ def start(stack, topics, group: str, **extra: str) -> subprocess.Popen[bytes]:
         cwd=ROOT,
         env=env,
         stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
+        stderr=stderr,
     )
 
 
-async def count(stack, topic: str) -> int:
-    return sum((await end_offsets(stack.kafka, topic)).values())
-
-
-async def test_restart_before_commit_redelivers_with_the_same_ids(stack, topics) -> None:
+async def test_restart_before_commit_redelivers_with_the_same_ids(stack, topics, tmp_path) -> None:
     group = f"ingress-{uuid.uuid4()}"
     items = [(None, orjson.dumps({"type": "t", "data": {"i": i}}), [], i % 3) for i in range(N)]
     items.append((b"bad", b"{broken", [], 0))
@@ -68,7 +60,8 @@ async def test_restart_before_commit_redelivers_with_the_same_ids(stack, topics)
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.wait(30)
-    assert await committed(stack.kafka, group) == {}  # nothing was committed
+    nothing = await committed(stack.kafka, group, topics.raw)
+    assert set(nothing.values()) == {None}, nothing  # nothing was committed
 
     # 2. a clean instance: gets everything redelivered, SIGTERM drains and commits, exit 0.
     proc = start(stack, topics, group)
@@ -80,7 +73,7 @@ async def test_restart_before_commit_redelivers_with_the_same_ids(stack, topics)
     assert proc.returncode == 0, err.decode()
     assert await unfinished(stack.kafka, group, topics.raw) == {}
 
-    events = await read_all(stack.kafka, topics.events, 2 * N)
+    events = await read_until(stack.kafka, topics.events, 2 * N)
     assert len(events) == 2 * N
     ids = Counter(orjson.loads(m.value)["event_id"] for m in events)
     assert len(ids) == N and set(ids.values()) == {2}
@@ -88,18 +81,27 @@ async def test_restart_before_commit_redelivers_with_the_same_ids(stack, topics)
     for m in events:
         copies.setdefault(m.key.decode(), set()).add((m.partition, m.key, m.value))
     assert all(len(c) == 1 for c in copies.values())  # identical bytes, same partition
-    dlq = await read_all(stack.kafka, topics.dlq, 2)
+    dlq = await read_until(stack.kafka, topics.dlq, 2)
     assert [m.value for m in dlq] == [b"{broken", b"{broken"]
 
     # 3. a third start finds nothing to do: committed means done.
-    proc = start(stack, topics, group)
+    log = tmp_path / "third.log"
+    with log.open("wb") as err:
+        proc = start(stack, topics, group, stderr=err)
     try:
-        await asyncio.sleep(6)
+
+        async def assigned() -> bool:
+            return "assigned [" in log.read_text(errors="replace")
+
+        assert await wait_until(assigned, 60), log.read_text()
+        # Owning the partitions at their committed offsets, it must produce nothing:
+        # the events topic stays at 2N through a quiet period.
+        settled = await quiet(lambda: count(stack.kafka, topics.events), "the events topic", 3.0)
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.communicate(timeout=60)
     assert proc.returncode == 0
-    assert await count(stack, topics.events) == 2 * N
+    assert settled == 2 * N
 
 
 async def test_sigterm_during_the_commit_delay_still_commits(stack, topics) -> None:
@@ -136,6 +138,6 @@ def produced(proc: subprocess.Popen[bytes], stack, topic: str, n: int):
     async def check() -> bool:
         if proc.poll() is not None:
             raise AssertionError(f"ingress exited {proc.returncode}: {proc.stderr.read().decode()}")
-        return await count(stack, topic) >= n
+        return await count(stack.kafka, topic) >= n
 
     return check

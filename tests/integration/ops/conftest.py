@@ -21,13 +21,9 @@ from ops.settings import OpsSettings
 from pipeline.settings import Settings
 from pipeline.temporal_setup import register_search_attributes
 from tests.integration.ops.handlers import charge
-from tests.integration.workers.conftest import (  # noqa: F401  (the worker fixture)
-    event_run,
-    insert_activity,
-    start_run,
-    wait_until,
-    worker,
-)
+from tests.integration.workers.conftest import worker  # noqa: F401  (the worker fixture)
+from tests.support.runs import event_run, insert_activity, start_run
+from tests.support.wait import eventually
 from workers.handlers import Registry, load_registry
 
 TOKEN = f"tok-{uuid.uuid4().hex}"
@@ -117,5 +113,5 @@ async def wait_listed(api: Api, activity_id: str, want: int = 1) -> list[dict[st
         found = body["tasks"]
         return len(found) >= want
 
-    await wait_until(listed, timeout=60)
+    await eventually(listed, 60, "the run to be listed")
     return found

@@ -8,8 +8,9 @@ import json
 from aiokafka import TopicPartition
 
 from pipeline import kafka
-from router.replay import topic_partitions
-from tests.helpers import event, produce, seed_activity
+from replay.session import topic_partitions
+from tests.support.db import event, seed_activity
+from tests.support.kafka import produce
 
 from .procs import Proc, env_for
 

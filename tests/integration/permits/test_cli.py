@@ -8,10 +8,10 @@ import uuid
 
 import orjson
 
-from tests.conftest import ROOT
+from tests.support import ROOT
+from tests.support.runs import event_run, registry_with, start_run
+from tests.support.wait import eventually
 from workers.handlers import TaskContext
-
-from ..workers.conftest import event_run, registry_with, start_run, wait_until
 
 
 async def ingest(cfg, *args: str) -> tuple[int, str]:  # type: ignore[no-untyped-def]
@@ -57,7 +57,7 @@ async def test_apply_resources_then_list_and_release_a_held_permit(
         async def held() -> bool:
             return bool(await db_pool.fetchval("SELECT count(*) FROM permit_slots"))
 
-        await wait_until(held, 30)
+        await eventually(held, 30, "held")
         code, out = await ingest(cfg, "permits", "list", "--resource", res, "--json")
         assert code == 0, out
         (row,) = orjson.loads(out)
@@ -71,7 +71,7 @@ async def test_apply_resources_then_list_and_release_a_held_permit(
         async def released() -> bool:
             return await db_pool.fetchval("SELECT outcome FROM permit_slots") == "released"
 
-        await wait_until(released, 30)
+        await eventually(released, 30, "released")
         code, out = await ingest(cfg, "permits", "list")
         assert code == 0 and "released" in out and res in out, out
         done.set()

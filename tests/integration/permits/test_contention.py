@@ -9,11 +9,11 @@ from prometheus_client import REGISTRY
 from temporalio.api.enums.v1 import EventType
 from temporalio.worker import Replayer
 
+from tests.support.runs import event_run, insert_activity, registry_with, start_run
 from workers.handlers import TaskContext
 from workers.permits.workflow import PermitSlotWorkflow
 from workers.workflows import TaskInstanceWorkflow
 
-from ..workers.conftest import event_run, insert_activity, registry_with, start_run
 from .conftest import declare, peak
 from .handlers import visit
 

@@ -8,10 +8,11 @@ from typing import Any
 
 import orjson
 
+from tests.support.runs import event_run, insert_activity, registry_with, start_run
+from tests.support.wait import eventually
 from workers.handlers import TaskContext
 from workers.handlers.builtin import webhook
 
-from ..workers.conftest import event_run, insert_activity, registry_with, start_run, wait_until
 from .conftest import declare
 
 
@@ -55,7 +56,7 @@ async def test_webhook_receiver_rejects_the_stale_fencing_token(
             async def b_posted() -> bool:
                 return bool(receiver.log)
 
-            await wait_until(b_posted, 30)
+            await eventually(b_posted, 30, "b_posted")
         await webhook(ctx)
 
     def tasks(role: str, lease: int | None) -> list[dict[str, Any]]:
@@ -68,7 +69,11 @@ async def test_webhook_receiver_rejects_the_stale_fencing_token(
     try:
         async with permit_worker(registry_with(hooked=handler)):
             handle_a = await start_run(temporal, run_a, cfg.temporal.task_queue)
-            await wait_until(lambda: asyncio.sleep(0, "a" in tokens), 30)
+            await eventually(
+                lambda: asyncio.sleep(0, "a" in tokens),
+                30,
+                'lambda: asyncio.sleep(0, "a" in tokens)',
+            )
             handle_b = await start_run(temporal, run_b, cfg.temporal.task_queue)
             result_b = await asyncio.wait_for(handle_b.result(), 60)
             result_a = await asyncio.wait_for(handle_a.result(), 60)

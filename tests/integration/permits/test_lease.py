@@ -11,9 +11,9 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowExecutionStatus
 
 from schemas.ids import permit_workflow_id
+from tests.support.runs import event_run, insert_activity, registry_with, start_run
+from tests.support.wait import eventually
 from workers.handlers import TaskContext
-
-from ..workers.conftest import event_run, insert_activity, registry_with, start_run, wait_until
 
 
 async def test_lease_expiry_frees_slot_late_release_is_harmless_and_stale_token_rejected(
@@ -39,7 +39,7 @@ async def test_lease_expiry_frees_slot_late_release_is_harmless_and_stale_token_
                       "run": ctx.permit.permit_run_id, "entered": now}  # fmt: skip
         if role == "a":
             # Hang past the lease, until the next holder is inside, then try to go on.
-            await wait_until(lambda: entered("b"), 30)
+            await eventually(lambda: entered("b"), 30, 'lambda: entered("b")')
             seen["a"]["exited"] = asyncio.get_running_loop().time()
             await ctx.permit.check()  # the slot was acquired again: StalePermitError
         else:
@@ -47,7 +47,7 @@ async def test_lease_expiry_frees_slot_late_release_is_harmless_and_stale_token_
             async def a_done() -> bool:
                 return await task_status(seen["a"]["task"]) == "failed"
 
-            await wait_until(a_done, 30)
+            await eventually(a_done, 30, "a_done")
             desc = await temporal.get_workflow_handle(permit_id).describe()
             seen["b"]["after_late_release"] = (desc.status, desc.run_id)
             await ctx.permit.check()  # still the current holder
@@ -64,7 +64,7 @@ async def test_lease_expiry_frees_slot_late_release_is_harmless_and_stale_token_
 
     async with permit_worker(registry_with(hold=handler)):
         handle_a = await start_run(temporal, run_a, cfg.temporal.task_queue)
-        await wait_until(lambda: entered("a"), 30)
+        await eventually(lambda: entered("a"), 30, 'lambda: entered("a")')
         handle_b = await start_run(temporal, run_b, cfg.temporal.task_queue)
         result_a = await asyncio.wait_for(handle_a.result(), 60)
         result_b = await asyncio.wait_for(handle_b.result(), 60)

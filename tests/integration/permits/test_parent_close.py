@@ -8,9 +8,10 @@ import asyncio
 from temporalio.client import WorkflowExecutionStatus
 
 from schemas.ids import permit_workflow_id
+from tests.support.runs import event_run, insert_activity, registry_with, start_run
+from tests.support.wait import eventually
 from workers.handlers import PermanentTaskError, TaskContext
 
-from ..workers.conftest import event_run, insert_activity, registry_with, start_run, wait_until
 from .conftest import declare
 
 
@@ -43,7 +44,11 @@ async def test_terminated_or_failed_holder_frees_its_slot_at_once(
     async with permit_worker(registry_with(use=handler)):
         q = cfg.temporal.task_queue
         hang = await start_run(temporal, runs["hang"], q)
-        await wait_until(lambda: asyncio.sleep(0, inside == ["hang"]), 30)
+        await eventually(
+            lambda: asyncio.sleep(0, inside == ["hang"]),
+            30,
+            'lambda: asyncio.sleep(0, inside == ["hang"])',
+        )
         first_run = (await temporal.get_workflow_handle(permit_workflow_id(resource, "0"))
                      .describe()).run_id  # fmt: skip
         fail = await start_run(temporal, runs["fail"], q)

@@ -12,9 +12,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from tests.conftest import ROOT
+from tests.support import ROOT
+from tests.support.runs import event_run, insert_activity, start_run
+from tests.support.wait import eventually
 
-from ..workers.conftest import event_run, insert_activity, start_run, wait_until
 from .conftest import declare, peak
 
 
@@ -56,7 +57,7 @@ async def test_sigkilled_worker_never_lets_capacity_be_exceeded(
     w1 = await _spawn(cfg, "w1", log)
     try:
         handle = await start_run(temporal, run, cfg.temporal.task_queue)
-        await wait_until(two_inside, 60)
+        await eventually(two_inside, 60, "two_inside")
     finally:
         w1.send_signal(signal.SIGKILL)
         await w1.wait()

@@ -8,12 +8,15 @@ import uuid
 
 import orjson
 
+from ingress.records import restamper
+from ingress.settings import load_ingress_settings
 from pipeline.runtime import Shutdown
-from router.config import RouterSettings
-from router.dlq_redrive import DlqRedriver
+from replay.dlq import DlqRedriver
+from router.settings import RouterSettings
 from schemas import ids
-from tests import helpers
-from tests.integration.replay.util import exists, route_until_committed
+from tests.support import db, kafka, wait
+from tests.support.routing import route_until_committed
+from tests.support.temporal import exists
 
 
 def _big_event(event_type: str, event_id: str | None) -> bytes:
@@ -35,20 +38,18 @@ def _h(msg, name: str) -> bytes | None:  # type: ignore[no-untyped-def]
 
 async def _ingress_until_dead_lettered(cfg, n: int) -> None:  # type: ignore[no-untyped-def]
     """Run the real ingress with a 300-byte limit until ``n`` records reach the DLQ."""
-    from ingress.config import load
     from ingress.service import run_ingress
+    from ingress.settings import load_ingress_settings
 
     shutdown = Shutdown()
-    icfg = load(max_event_bytes=300, group=f"ing-{uuid.uuid4().hex[:8]}")
+    icfg = load_ingress_settings(max_event_bytes=300, group=f"ing-{uuid.uuid4().hex[:8]}")
     task = asyncio.create_task(run_ingress(cfg, shutdown, config=icfg, serve=False))
 
     async def dead_lettered() -> bool:
-        return (
-            len(await helpers.read_all(cfg.kafka.bootstrap_servers, cfg.kafka.dlq_topic, 300)) >= n
-        )
+        return len(await kafka.read_all(cfg.kafka.bootstrap_servers, cfg.kafka.dlq_topic, 300)) >= n
 
     try:
-        await helpers.eventually(dead_lettered, 60, f"{n} ingress DLQ records")
+        await wait.eventually(dead_lettered, 60, f"{n} ingress DLQ records")
     finally:
         shutdown.trigger()
         assert await asyncio.wait_for(task, 30) == 0
@@ -56,10 +57,11 @@ async def _ingress_until_dead_lettered(cfg, n: int) -> None:  # type: ignore[no-
 
 async def test_dlq_redrive_after_a_fix(cfg, temporal, db_pool):
     k = cfg.kafka
-    aid = await helpers.seed_activity(db_pool, "doc.big")
+    restamp = restamper(k, load_ingress_settings)
+    aid = await db.seed_activity(db_pool, "doc.big")
     tag = uuid.uuid4().hex[:8]
     # Ingress rejections: one too large (fixed by raising the limit), one not JSON (never fixed).
-    raw = await helpers.produce(
+    raw = await kafka.produce(
         k.bootstrap_servers,
         k.raw_topic,
         [(b"r1", _big_event("doc.big", None), []), (b"r2", b"{not json", [])],
@@ -67,10 +69,10 @@ async def test_dlq_redrive_after_a_fix(cfg, temporal, db_pool):
     await _ingress_until_dead_lettered(cfg, 2)
     # Router rejections: one too large for the router's limit, one without event_id.
     big_id = f"big-{tag}"
-    await helpers.produce(
+    await kafka.produce(
         k.bootstrap_servers,
         k.events_topic,
-        [(b"e1", _big_event("doc.big", big_id), []), (b"e2", helpers.event("doc.big"), [])],
+        [(b"e1", _big_event("doc.big", big_id), []), (b"e2", db.event("doc.big"), [])],
     )
     await route_until_committed(
         cfg,
@@ -78,26 +80,32 @@ async def test_dlq_redrive_after_a_fix(cfg, temporal, db_pool):
         temporal,
         db_pool,
     )
-    before = await helpers.read_all(k.bootstrap_servers, k.dlq_topic)
+    before = await kafka.read_all(k.bootstrap_servers, k.dlq_topic)
     assert sorted(_h(m, "dlq_reason") for m in before) == [
         b"missing_event_id",
         b"not_json",
         b"too_large",
         b"too_large",
     ]
-    events_before = await helpers.read_all(k.bootstrap_servers, k.events_topic)
+    events_before = await kafka.read_all(k.bootstrap_servers, k.events_topic)
 
     # The fix: default limits (1 MB) for ingress and router. Dry run first: nothing moves.
     group = f"dlq-{tag}"
     dry = await DlqRedriver(
-        cfg, RouterSettings(), client=temporal, pool=db_pool, group=group, dry_run=True
+        cfg,
+        RouterSettings(),
+        client=temporal,
+        pool=db_pool,
+        restamp=restamp,
+        group=group,
+        dry_run=True,
     ).run()
     assert dry.extra["dlq_read"] == 4 and dry.stats.would_start == 1
     assert dry.extra["to_events"] == 1 and dry.extra["returned_to_dlq"] == 2
-    assert len(await helpers.read_all(k.bootstrap_servers, k.dlq_topic)) == 4
+    assert len(await kafka.read_all(k.bootstrap_servers, k.dlq_topic)) == 4
 
     report = await DlqRedriver(
-        cfg, RouterSettings(), client=temporal, pool=db_pool, group=group
+        cfg, RouterSettings(), client=temporal, pool=db_pool, restamp=restamp, group=group
     ).run()
     assert report.complete
     assert report.extra["dlq_read"] == 4
@@ -106,7 +114,7 @@ async def test_dlq_redrive_after_a_fix(cfg, temporal, db_pool):
     assert report.extra["to_events"] == 1  # the ingress too_large event, stamped
     assert report.extra["returned_to_dlq"] == 2
 
-    events = await helpers.read_all(k.bootstrap_servers, k.events_topic)
+    events = await kafka.read_all(k.bootstrap_servers, k.events_topic)
     new = _new(events, events_before)
     assert len(new) == 1
     stamped = orjson.loads(new[0].value)
@@ -115,7 +123,7 @@ async def test_dlq_redrive_after_a_fix(cfg, temporal, db_pool):
     assert stamped["event_id"] == ids.source_event_id(k.raw_topic, p, off)
     assert new[0].key == stamped["event_id"].encode()
 
-    after = await helpers.read_all(k.bootstrap_servers, k.dlq_topic)
+    after = await kafka.read_all(k.bootstrap_servers, k.dlq_topic)
     back = _new(after, before)
     assert sorted(_h(m, "dlq_reason") for m in back) == [b"missing_event_id", b"not_json"]
     for m in back:
@@ -132,11 +140,17 @@ async def test_dlq_redrive_after_a_fix(cfg, temporal, db_pool):
     # Run again: the fixed ones are not re-driven twice; only the attempt-2 records are read.
     # With --reason too_large they are carried forward unchanged, not re-driven.
     again = await DlqRedriver(
-        cfg, RouterSettings(), client=temporal, pool=db_pool, group=group, reason="too_large"
+        cfg,
+        RouterSettings(),
+        client=temporal,
+        pool=db_pool,
+        restamp=restamp,
+        group=group,
+        reason="too_large",
     ).run()
     assert again.extra["dlq_read"] == 2 and again.extra["carried_forward"] == 2
     assert again.stats.started == 0 and again.extra["to_events"] == 0
-    final = await helpers.read_all(k.bootstrap_servers, k.dlq_topic)
+    final = await kafka.read_all(k.bootstrap_servers, k.dlq_topic)
     carried = _new(final, after)
     assert sorted(_h(m, "dlq_attempt") for m in carried) == [b"2", b"2"]
-    assert len(await helpers.read_all(k.bootstrap_servers, k.events_topic)) == len(events)
+    assert len(await kafka.read_all(k.bootstrap_servers, k.events_topic)) == len(events)

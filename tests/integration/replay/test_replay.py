@@ -12,27 +12,28 @@ import time
 import uuid
 from datetime import UTC, datetime, timedelta
 
-from router.config import RouterSettings
-from router.replay import Replayer, ReplayRange
+from replay.topic import Replayer, ReplayRange
+from router.settings import RouterSettings
 from schemas import ids
-from tests import helpers
-from tests.conftest import ROOT
-from tests.integration.replay.util import exists, forget, produce_at, route_until_committed
+from tests.support import ROOT, db, kafka
+from tests.support.kafka import produce_at
+from tests.support.routing import route_until_committed
+from tests.support.temporal import exists, forget
 
 
 async def _produce_events(cfg, event_type: str, n: int) -> list[str]:
     tag = uuid.uuid4().hex[:8]
     evs = [f"rp-{tag}-{i}" for i in range(n)]
-    await helpers.produce(
+    await kafka.produce(
         cfg.kafka.bootstrap_servers,
         cfg.kafka.events_topic,
-        [(e.encode(), helpers.event(event_type, e, n=i), []) for i, e in enumerate(evs)],
+        [(e.encode(), db.event(event_type, e, n=i), []) for i, e in enumerate(evs)],
     )
     return evs
 
 
 async def test_ledger_closes_the_retention_hole(cfg, temporal, db_pool):
-    aid = await helpers.seed_activity(db_pool, "order.paid")
+    aid = await db.seed_activity(db_pool, "order.paid")
     evs = await _produce_events(cfg, "order.paid", 12)
     wids = [ids.event_workflow_id(aid, e) for e in evs]
     group = f"live-{uuid.uuid4().hex[:8]}"
@@ -40,7 +41,7 @@ async def test_ledger_closes_the_retention_hole(cfg, temporal, db_pool):
         cfg, RouterSettings(group=group, commit_interval_ms=100), temporal, db_pool
     )
     assert live.routing.stats.started == 12
-    before = await helpers.committed(cfg.kafka.bootstrap_servers, group, cfg.kafka.events_topic)
+    before = await kafka.committed(cfg.kafka.bootstrap_servers, group, cfg.kafka.events_topic)
 
     await forget(temporal, wids)  # what namespace retention does to closed runs
 
@@ -53,7 +54,7 @@ async def test_ledger_closes_the_retention_hole(cfg, temporal, db_pool):
     assert report.stats.temporal_duplicates == 0
     assert not any([await exists(temporal, w) for w in wids])  # nothing ran a second time
     # The live group's offsets were not touched.
-    after = await helpers.committed(cfg.kafka.bootstrap_servers, group, cfg.kafka.events_topic)
+    after = await kafka.committed(cfg.kafka.bootstrap_servers, group, cfg.kafka.events_topic)
     assert after == before
 
     # Contrast: without the ledger, Temporal no longer knows these ids and starts them again.
@@ -66,12 +67,12 @@ async def test_ledger_closes_the_retention_hole(cfg, temporal, db_pool):
 
 
 async def test_replay_of_new_events_starts_them_and_records_the_ledger(cfg, temporal, db_pool):
-    aid = await helpers.seed_activity(db_pool, "t.new")
+    aid = await db.seed_activity(db_pool, "t.new")
     evs = await _produce_events(cfg, "t.new", 8)
-    await helpers.produce(
+    await kafka.produce(
         cfg.kafka.bootstrap_servers,
         cfg.kafka.events_topic,
-        [(b"b", b"{bad", []), (b"u", helpers.event("nobody", "u-1"), [])],
+        [(b"b", b"{bad", []), (b"u", db.event("nobody", "u-1"), [])],
     )
     rng = ReplayRange(topic=cfg.kafka.events_topic, from_offset=0)
     report = await Replayer(cfg, RouterSettings(), client=temporal, pool=db_pool).run(rng)
@@ -80,7 +81,7 @@ async def test_replay_of_new_events_starts_them_and_records_the_ledger(cfg, temp
     assert report.stats.dlq == 1 and report.stats.unmatched == 1
     rows = await db_pool.fetch("SELECT workflow_id FROM routed_triggers")
     assert {r["workflow_id"] for r in rows} == {ids.event_workflow_id(aid, e) for e in evs}
-    dlq = await helpers.read_all(cfg.kafka.bootstrap_servers, cfg.kafka.dlq_topic)
+    dlq = await kafka.read_all(cfg.kafka.bootstrap_servers, cfg.kafka.dlq_topic)
     assert [m.value for m in dlq] == [b"{bad"]
     assert dict(dlq[0].headers)["dlq_component"] == b"router"
     # Once more: everything is already in the ledger.
@@ -89,9 +90,9 @@ async def test_replay_of_new_events_starts_them_and_records_the_ledger(cfg, temp
 
 
 async def test_dry_run_starts_nothing(cfg, temporal, db_pool):
-    aid = await helpers.seed_activity(db_pool, "t.dry")
+    aid = await db.seed_activity(db_pool, "t.dry")
     evs = await _produce_events(cfg, "t.dry", 10)
-    await helpers.produce(
+    await kafka.produce(
         cfg.kafka.bootstrap_servers, cfg.kafka.events_topic, [(b"x", b"not json", [])]
     )
     rng = ReplayRange(topic=cfg.kafka.events_topic, from_offset=0)
@@ -104,18 +105,18 @@ async def test_dry_run_starts_nothing(cfg, temporal, db_pool):
     assert report.stats.dlq == 1
     assert not any([await exists(temporal, ids.event_workflow_id(aid, e)) for e in evs])
     assert await db_pool.fetchval("SELECT count(*) FROM routed_triggers") == 0
-    assert await helpers.read_all(cfg.kafka.bootstrap_servers, cfg.kafka.dlq_topic, 500) == []
+    assert await kafka.read_all(cfg.kafka.bootstrap_servers, cfg.kafka.dlq_topic, 500) == []
 
 
 async def test_from_time_and_to_time_select_the_window(cfg, temporal, db_pool):
-    await helpers.seed_activity(db_pool, "t.time")
+    await db.seed_activity(db_pool, "t.time")
     now = int(time.time() * 1000)
     hour = 3_600_000
     items = []
     for label, ts in (("old", now - 3 * hour), ("mid", now - 2 * hour), ("new", now - hour)):
         for i in range(4):
             eid = f"{label}-{uuid.uuid4().hex[:6]}-{i}"
-            items.append((eid.encode(), helpers.event("t.time", eid), ts))
+            items.append((eid.encode(), db.event("t.time", eid), ts))
     await produce_at(cfg.kafka.bootstrap_servers, cfg.kafka.events_topic, items)
 
     def at(ms: int) -> datetime:
@@ -141,7 +142,7 @@ async def test_from_time_and_to_time_select_the_window(cfg, temporal, db_pool):
 
 
 async def test_cli_json_summary_parses(cfg, temporal, db_pool):
-    await helpers.seed_activity(db_pool, "t.cli")
+    await db.seed_activity(db_pool, "t.cli")
     await _produce_events(cfg, "t.cli", 6)
     env = {
         **os.environ,
@@ -151,7 +152,7 @@ async def test_cli_json_summary_parses(cfg, temporal, db_pool):
         "TEMPORAL_TASK_QUEUE": cfg.temporal.task_queue,
         "DATABASE_URL": cfg.database.url.get_secret_value(),
     }
-    args = [sys.executable, "-m", "router.replay_cmd", "--topic", cfg.kafka.events_topic]
+    args = [sys.executable, "-m", "replay.cli", "--topic", cfg.kafka.events_topic]
     proc = await asyncio.create_subprocess_exec(
         *args, "--from-offset", "0", "--json", "--dry-run",
         cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,

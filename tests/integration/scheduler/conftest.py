@@ -1,5 +1,6 @@
-"""Scheduler tests: a real worker in-process (the run workflows + the dispatcher),
-activities applied through the scheduler's own store, schedules cleaned up after."""
+"""Scheduler tests: the production worker in-process (``workers.worker.run_worker``:
+the run workflows and the dispatcher), activities applied through the scheduler's own
+store, schedules cleaned up after."""
 
 from __future__ import annotations
 
@@ -7,45 +8,47 @@ import asyncio
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from datetime import datetime
 from typing import Any
 
 import asyncpg
 import pytest
 from temporalio.client import Client
 from temporalio.service import RPCError
-from temporalio.worker import Worker
 
+from definitions import store
+from pipeline.parts import worker_parts
+from pipeline.runtime import Shutdown
 from pipeline.settings import Settings
-from scheduler import store
-from scheduler.dispatcher import CronActivities, CronFireWorkflow
-from scheduler.spec import schedule_id
 from schemas.definitions import ActivityDef
-from workers.activities import RunActivities
-from workers.handlers import Resources, load_registry
-from workers.workflows import RunActivityWorkflow, TaskInstanceWorkflow
+from schemas.ids import schedule_id
+from workers.handlers import load_registry
+from workers.settings import WorkerSettings
+from workers.worker import run_worker
 
 
 @pytest.fixture
 def cron_worker(cfg: Settings, temporal: Client, db_pool: asyncpg.Pool) -> Callable[[], Any]:
-    """``async with cron_worker():`` runs both run workflows and the dispatcher."""
+    """``async with cron_worker():`` runs the worker exactly as ``ingest worker`` wires it."""
 
     @asynccontextmanager
-    async def run() -> AsyncIterator[Worker]:
-        tq = cfg.temporal.task_queue
-        acts = RunActivities(db_pool, load_registry(use_entry_points=False), Resources())
-        worker = Worker(
-            temporal,
-            task_queue=tq,
-            workflows=[RunActivityWorkflow, TaskInstanceWorkflow, CronFireWorkflow],
-            activities=acts.all() + CronActivities(temporal, db_pool, tq).all(),
+    async def run() -> AsyncIterator[asyncio.Task[int]]:
+        shutdown = Shutdown()
+        task = asyncio.create_task(
+            run_worker(
+                cfg,
+                shutdown,
+                client=temporal,
+                pool=db_pool,
+                registry=load_registry(use_entry_points=False),
+                worker_settings=WorkerSettings(),
+                parts=worker_parts(),
+            )
         )
-        task = asyncio.create_task(worker.run())
         try:
-            yield worker
+            yield task
         finally:
-            await worker.shutdown()
-            await task
+            shutdown.trigger()
+            assert await asyncio.wait_for(task, 60) == 0
 
     return run
 
@@ -73,17 +76,3 @@ async def activities(
             await temporal.get_schedule_handle(schedule_id(aid)).delete()
         except RPCError:
             pass
-
-
-async def cron_runs(pool: asyncpg.Pool, activity_id: object) -> list[asyncpg.Record]:
-    return list(
-        await pool.fetch(
-            "SELECT * FROM activity_runs WHERE activity_id = $1::uuid AND trigger_kind = 'cron'"
-            " ORDER BY scheduled_for",
-            str(activity_id),
-        )
-    )
-
-
-async def nominal_times(pool: asyncpg.Pool, activity_id: object) -> list[datetime]:
-    return [r["scheduled_for"] for r in await cron_runs(pool, activity_id)]

@@ -6,18 +6,19 @@ import asyncio
 import os
 import sys
 import uuid
-from pathlib import Path
 
 import orjson
 import yaml
 from temporalio.service import RPCError
 
-from scheduler.spec import DISABLED_NOTE, OPERATOR_NOTE, schedule_id
+from scheduler.spec import DISABLED_NOTE, OPERATOR_NOTE
+from schemas.ids import schedule_id
+from tests.support import ROOT
 
-ROOT = Path(__file__).resolve().parents[3]
 
-
-async def ingest(cfg, *args: str) -> tuple[int, str, str]:
+async def ingest(cfg, *args: str, expect: int = 0) -> tuple[int, str, str]:
+    """Run ``ingest ARGS`` against the test's Temporal/database; its exit code must be
+    ``expect`` (a command that printed the right thing but died still fails)."""
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "pipeline.cli", *args,
         "--temporal-address", cfg.temporal.address,
@@ -27,8 +28,9 @@ async def ingest(cfg, *args: str) -> tuple[int, str, str]:
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
     )  # fmt: skip
     out, err = await asyncio.wait_for(proc.communicate(), 60)
-    assert proc.returncode is not None
-    return proc.returncode, out.decode(), err.decode()
+    code, stdout, stderr = proc.returncode, out.decode(), err.decode()
+    assert code == expect, f"ingest {' '.join(args)}: exit {code}, not {expect}\n{stderr}"
+    return code, stdout, stderr
 
 
 def _doc(cron_id: uuid.UUID, event_id: uuid.UUID, **cron: object) -> dict:
@@ -111,11 +113,10 @@ async def test_apply_invalid_file_names_the_field_and_writes_nothing(cfg, db_poo
     doc["activities"][0]["trigger"]["event_type"] = ""
     path = tmp_path / "bad.json"
     path.write_bytes(orjson.dumps(doc))
-    code, _, err = await ingest(cfg, "activities", "apply", str(path))
-    assert code == 2
+    _, _, err = await ingest(cfg, "activities", "apply", str(path), expect=2)
     assert "activities[1].trigger.misfire_policy: Input should be 'skip', 'catchup' or" in err
     assert "activities[0].trigger.event_type: String should have at least 1 character" in err
     assert await db_pool.fetchval("SELECT count(*) FROM activities") == 0
     path.write_text("activities: [")
-    code, _, err = await ingest(cfg, "activities", "apply", str(path))
-    assert code == 2 and "not valid JSON" in err
+    _code, _, err = await ingest(cfg, "activities", "apply", str(path), expect=2)
+    assert "not valid JSON" in err

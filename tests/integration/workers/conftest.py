@@ -1,111 +1,17 @@
-"""Helpers for worker tests: seed an activity row with SQL, build run inputs, run
-the real worker in-process on the per-test task queue."""
+"""Worker tests: the real worker in-process on the per-test task queue (helpers that
+start runs are in :mod:`tests.support.runs`)."""
 
 from __future__ import annotations
 
-import asyncio
-import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
-from datetime import timedelta
-from typing import Any
-
 import asyncpg
-import orjson
 import pytest
-from temporalio.client import Client, WorkflowHandle
-from temporalio.common import WorkflowIDReusePolicy
+from temporalio.client import Client
 
-from pipeline.runtime import Shutdown
 from pipeline.settings import Settings
-from schemas.ids import event_workflow_id, run_id_for
-from schemas.workflow_io import RunActivityInput
-from workers.handlers import Handler, Registry, load_registry
-from workers.settings import WorkerSettings
-from workers.worker import run_worker
-from workers.workflows import RunActivityWorkflow
-
-
-async def insert_activity(pool: asyncpg.Pool, tasks: list[dict[str, Any]]) -> str:
-    activity_id = str(uuid.uuid4())
-    await pool.execute(
-        "INSERT INTO activities (id, name, trigger, tasks) VALUES ($1, $2, $3::jsonb, $4::jsonb)",
-        uuid.UUID(activity_id),
-        f"test-{activity_id[:8]}",
-        orjson.dumps({"type": "event", "event_type": "test.event"}).decode(),
-        orjson.dumps(tasks).decode(),
-    )
-    return activity_id
-
-
-def event_run(
-    activity_id: str, event_id: str | None = None, data: dict[str, Any] | None = None
-) -> RunActivityInput:
-    event_id = event_id or f"evt-{uuid.uuid4().hex[:12]}"
-    workflow_id = event_workflow_id(activity_id, event_id)
-    return RunActivityInput(
-        activity_id=activity_id,
-        workflow_id=workflow_id,
-        run_id=str(run_id_for(workflow_id)),
-        trigger_kind="event",
-        event_id=event_id,
-        event={"event_id": event_id, "type": "test.event", "data": data or {}},
-    )
-
-
-async def start_run(client: Client, run: RunActivityInput, task_queue: str) -> WorkflowHandle:
-    return await client.start_workflow(
-        RunActivityWorkflow.run,
-        run,
-        id=run.workflow_id,
-        task_queue=task_queue,
-        id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
-        execution_timeout=timedelta(seconds=120),
-    )
-
-
-def registry_with(**handlers: Handler) -> Registry:
-    reg = load_registry(use_entry_points=False)
-    for name, fn in handlers.items():
-        reg.add(fn, name)
-    return reg
-
-
-async def wait_until(cond: Callable[[], Awaitable[bool]], timeout: float = 30) -> None:
-    """Poll ``cond`` (e.g. a database query) until it holds; TimeoutError otherwise."""
-    async with asyncio.timeout(timeout):
-        while True:
-            if await cond():
-                return
-            await asyncio.sleep(0.05)
-
-
-WorkerFactory = Callable[..., Any]
+from tests.support.runs import WorkerFactory, worker_factory
 
 
 @pytest.fixture
 def worker(cfg: Settings, temporal: Client, db_pool: asyncpg.Pool) -> WorkerFactory:
-    """``async with worker(registry=..., settings=..., emit_topic=...)``: a running worker."""
-
-    @asynccontextmanager
-    async def run(
-        registry: Registry | None = None, settings: Settings | None = None, **wkw: Any
-    ) -> AsyncIterator[asyncio.Task[int]]:
-        shutdown = Shutdown()
-        task = asyncio.create_task(
-            run_worker(
-                settings or cfg,
-                shutdown,
-                client=temporal,
-                pool=db_pool,
-                registry=registry or load_registry(use_entry_points=False),
-                worker_settings=WorkerSettings(**wkw),
-            )
-        )
-        try:
-            yield task
-        finally:
-            shutdown.trigger()
-            assert await asyncio.wait_for(task, 60) == 0
-
-    return run
+    """``async with worker(...)``: see :func:`tests.support.runs.worker_factory`."""
+    return worker_factory(cfg, temporal, db_pool)

@@ -17,10 +17,9 @@ from schemas.workflow_io import (
     TaskSpec,
     TaskStateInput,
 )
+from tests.support.runs import event_run, insert_activity
 from workers.activities import RunActivities
 from workers.handlers import load_registry
-
-from .conftest import event_run, insert_activity
 
 
 def metric(name: str, **labels: str) -> float:

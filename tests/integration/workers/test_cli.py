@@ -9,21 +9,14 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import socket
 import subprocess
 import sys
 
 import httpx
 
-from tests.conftest import ROOT
-
-from .conftest import event_run, insert_activity, start_run
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from tests.support import ROOT
+from tests.support.net import free_port
+from tests.support.runs import event_run, insert_activity, start_run
 
 
 def env_for(cfg, **extra: str) -> dict[str, str]:

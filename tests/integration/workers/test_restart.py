@@ -10,9 +10,9 @@ import asyncio
 
 from temporalio.api.enums.v1 import EventType
 
+from tests.support.runs import event_run, insert_activity, registry_with, start_run
+from tests.support.wait import eventually
 from workers.handlers import TaskContext
-
-from .conftest import event_run, insert_activity, registry_with, start_run, wait_until
 
 
 async def test_worker_restart_mid_run_runs_each_task_once(cfg, temporal, db_pool, worker):
@@ -54,7 +54,7 @@ async def test_worker_restart_mid_run_runs_each_task_once(cfg, temporal, db_pool
 
     async with worker(registry=handlers("w1", block=True), settings=quick_stop):
         handle = await start_run(temporal, run, cfg.temporal.task_queue)
-        await wait_until(records_done)
+        await eventually(records_done, 30, "the records to be done")
     # Worker 1 is gone with the slow task mid-handler.
     status = await db_pool.fetchval(
         "SELECT status FROM task_instances WHERE run_id = $1::uuid AND task_type = 'slow'",

@@ -12,9 +12,8 @@ from temporalio.exceptions import WorkflowAlreadyStartedError
 
 from pipeline import kafka
 from schemas.ids import task_workflow_id
+from tests.support.runs import event_run, insert_activity, registry_with, start_run
 from workers.handlers import TaskContext
-
-from .conftest import event_run, insert_activity, registry_with, start_run
 
 
 def metric(name: str, **labels: str) -> float:

@@ -5,26 +5,27 @@ from __future__ import annotations
 import pytest
 from aiokafka.structs import TopicPartition
 
-from ingress import config
-from ingress.service import _AckTracker, raw_topics
+from ingress.service import raw_topics
+from ingress.settings import load_ingress_settings
 from pipeline import settings
+from pipeline.offsets import OffsetTracker
 from pipeline.settings import ConfigError
-from tests.unit.ingress.helpers import record
 
 
 def test_commit_point_only_advances_over_a_contiguous_acked_prefix() -> None:
-    msgs = [record(b"", partition=0, offset=o) for o in (10, 11, 12, 13)]
-    t = _AckTracker({TopicPartition("raw", 0): msgs})
     tp = TopicPartition("raw", 0)
-    assert t.ack(msgs[1]) is None  # 10 not yet acknowledged
-    assert t.ack(msgs[3]) is None
-    assert t.ack(msgs[0]) == (tp, 12)  # 10 and 11 done -> commit 12
-    assert t.ack(msgs[2]) == (tp, 14)
-    assert t.pending() == 0
+    t = OffsetTracker()  # what ingress tracks per batch
+    for o in (10, 11, 12, 13):
+        t.add(tp, o)
+    assert t.ack(tp, 11) is None  # 10 not yet acknowledged
+    assert t.ack(tp, 13) is None
+    assert t.ack(tp, 10) == 12  # 10 and 11 done -> commit 12
+    assert t.ack(tp, 12) == 14
+    assert t.in_flight == 0
 
 
 def test_raw_topics_comma_separated() -> None:
-    cfg = settings.load(kafka__raw_topic=" a, b ,,c")
+    cfg = settings.load_settings(kafka__raw_topic=" a, b ,,c")
     assert raw_topics(cfg) == ["a", "b", "c"]
 
 
@@ -32,14 +33,14 @@ def test_config_env_and_overrides(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("INGEST_INGRESS_GROUP", "g1")
     monkeypatch.setenv("INGEST_INGRESS_STRATEGY", "header:x-id")
     monkeypatch.setenv("INGEST_MAX_EVENT_BYTES", "123")
-    c = config.load()
+    c = load_ingress_settings()
     assert (c.group, c.strategy, c.max_event_bytes) == ("g1", "header:x-id", 123)
-    assert config.load(group="g2", max_event_bytes=5).max_event_bytes == 5
+    assert load_ingress_settings(group="g2", max_event_bytes=5).max_event_bytes == 5
 
 
 def test_config_errors_name_the_variable(monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(ConfigError, match="INGEST_INGRESS_STRATEGY"):
-        config.load(strategy="uuid4")
+        load_ingress_settings(strategy="uuid4")
     monkeypatch.setenv("INGEST_MAX_EVENT_BYTES", "zero")
     with pytest.raises(ConfigError, match="INGEST_MAX_EVENT_BYTES"):
-        config.load()
+        load_ingress_settings()

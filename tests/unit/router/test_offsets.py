@@ -1,7 +1,7 @@
 from hypothesis import given
 from hypothesis import strategies as st
 
-from router.offsets import OffsetTracker, PartitionOffsets
+from pipeline.offsets import OffsetTracker, PartitionOffsets
 
 
 def test_commit_stops_at_first_pending_offset():

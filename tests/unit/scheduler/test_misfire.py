@@ -47,3 +47,36 @@ def test_huge_gap_counts_all_but_replays_only_the_limit() -> None:
 def test_unknown_policy() -> None:
     with pytest.raises(ValueError):
         decide("sometimes", T, T - H, LAST, MISSED, 3, 10)
+
+
+# --- at resume (`ingest schedules resume --now`): M, the newest time, is itself missed.
+M = T - H  # resumed between M and T: LAST ran, T-3h, T-2h and M were missed
+
+
+def test_resume_skip_drops_the_whole_gap_and_runs_nothing() -> None:
+    from scheduler.misfire import decide_at_resume
+
+    d = decide_at_resume("skip", M, M - H, LAST, MISSED[:-1], 2, 10)
+    assert (d.run, d.replay, d.misfires) == (False, [], 3)
+    assert d.dropped == MISSED
+
+
+def test_resume_catchup_runs_the_latest_limit_including_the_newest() -> None:
+    from scheduler.misfire import decide_at_resume
+
+    d = decide_at_resume("catchup", M, M - H, LAST, MISSED[:-1], 2, 2)
+    assert d.run and (d.window_start, d.window_end) == (M - H, M)
+    assert d.replay == [T - 2 * H], "M runs itself, one more is replayed: 2 in all"
+    assert d.dropped == [T - 3 * H] and d.misfires == 3
+    d = decide_at_resume("catchup", M, M - H, LAST, MISSED[:-1], 2, 1)
+    assert d.run and d.replay == [] and d.dropped == MISSED[:-1]
+    d = decide_at_resume("catchup", M, M - H, LAST, MISSED[:-1], 2, 10)
+    assert d.replay == MISSED[:-1] and d.dropped == []
+
+
+def test_resume_compress_runs_the_newest_once_over_the_whole_gap() -> None:
+    from scheduler.misfire import decide_at_resume
+
+    d = decide_at_resume("compress", M, M - H, LAST, MISSED[:-1], 2, 10)
+    assert d.run and (d.window_start, d.window_end, d.replay) == (LAST, M, [])
+    assert d.misfires == 3

@@ -9,9 +9,10 @@ import orjson
 import pytest
 from temporalio.client import ScheduleActionStartWorkflow, ScheduleOverlapPolicy
 
-from scheduler import files, spec
-from scheduler.dispatcher import dispatcher_workflow_id
+from definitions import files
+from scheduler import spec
 from schemas.definitions import ActivityDef, CronTrigger
+from schemas.ids import dispatcher_workflow_id, schedule_id
 
 AID = uuid.UUID("550e8400-e29b-41d4-a716-446655440000")
 
@@ -36,7 +37,7 @@ def test_schedule_for_each_policy() -> None:
         assert isinstance(s.action, ScheduleActionStartWorkflow)
         assert (s.action.workflow, s.action.id, s.action.task_queue) == (
             "CronFireWorkflow", f"cron-fire-{AID}", "tq")  # fmt: skip
-    assert spec.schedule_id(AID) == f"activity-schedule-{AID}"
+    assert schedule_id(AID) == f"activity-schedule-{AID}"
 
 
 def test_interval_spec_and_paused_state() -> None:

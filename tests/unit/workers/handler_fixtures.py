@@ -13,6 +13,12 @@ async def shout(ctx: TaskContext) -> None:
     pass
 
 
+# Registered under a name that is not its function name.
+@register("salute")
+async def greet_formally(ctx: TaskContext) -> None:
+    pass
+
+
 async def plain(ctx: TaskContext) -> None:
     pass
 

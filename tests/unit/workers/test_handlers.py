@@ -23,13 +23,25 @@ def test_builtins_are_registered() -> None:
 
 def test_spec_loads_a_function_and_a_whole_module() -> None:
     reg = load_registry(f"{FIX}:plain, {FIX}", use_entry_points=False)
-    assert {"plain", "greet", "shout"} <= set(reg.names())
+    assert set(reg.names()) == {
+        "emit",
+        "fail",
+        "noop",
+        "webhook",
+        "plain",
+        "greet",
+        "shout",
+        "salute",
+    }
     assert "noop" in reg
 
 
 def test_registered_name_wins_over_function_name() -> None:
-    reg = load_registry(f"{FIX}:greet", use_entry_points=False)
-    assert "greet" in reg
+    from tests.unit.workers import handler_fixtures as fx
+
+    reg = load_registry(f"{FIX}:greet_formally", use_entry_points=False)
+    assert reg.get("salute") is fx.greet_formally
+    assert "greet_formally" not in reg
 
 
 @pytest.mark.parametrize(

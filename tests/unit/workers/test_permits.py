@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from scheduler.files import FileError, parse
+from definitions.files import FileError, parse
 from schemas.definitions import ActivityFile, TaskDef
 from schemas.workflow_io import PermitGrant, PermitRequest
 from workers.handlers import PermanentTaskError

@@ -1,0 +1,114 @@
+"""``ingest activities apply|list``: activity definitions in, and out.
+
+``apply`` validates the whole file before writing anything (exit 2 naming each
+bad field), upserts every activity in one transaction, then reconciles the
+schedules (``--no-sync`` to skip). ``dedupe_key_strategy`` is stored and
+listed, never read at run time (it is legacy metadata of the idempotency
+contract: content dedupe belongs to a task's ``idempotency_key``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import asyncpg
+import orjson
+
+from pipeline import settings
+from pipeline.client_flags import add_connection_flags, run_with_pool
+from pipeline.clients import Unreachable
+from schemas.definitions import ActivityFile
+
+
+async def _apply_permits(pool: asyncpg.Pool, parsed: ActivityFile, file: str) -> int:
+    """Permit resources (workers.permits.apply): check references, then upsert."""
+    from workers.permits.apply import UnknownResources, apply_resources, check_references
+
+    try:
+        await check_references(pool, parsed)
+    except UnknownResources as exc:
+        for problem in exc.problems:
+            print(f"{file}: {problem}", file=sys.stderr)
+        return 2
+    for line in await apply_resources(pool, parsed):
+        print(line)
+    return 0
+
+
+def _apply(args: argparse.Namespace) -> int:
+    from definitions import files, store
+    from scheduler.cli import sync_and_print
+
+    try:
+        parsed = files.load(Path(args.file))
+    except files.FileError as exc:
+        for problem in exc.problems:
+            print(f"{args.file}: {problem}", file=sys.stderr)
+        return 2
+
+    async def work(cfg: settings.Settings, pool: asyncpg.Pool) -> int:
+        if (code := await _apply_permits(pool, parsed, args.file)) != 0:
+            return code
+        results = await store.upsert(pool, list(parsed.activities))
+        for act, result in zip(parsed.activities, results, strict=True):
+            print(f"{result:<8} activity {act.id} ({act.name})")
+        if args.no_sync:
+            return 0
+        try:
+            return await sync_and_print(cfg, pool)
+        except Unreachable as exc:
+            print(
+                f"activities saved, schedules NOT synced: {exc}; run `ingest schedules sync`",
+                file=sys.stderr,
+            )
+            return 1
+
+    return run_with_pool(args, work, "activities apply")
+
+
+def _list(args: argparse.Namespace) -> int:
+    from definitions import store
+
+    async def work(cfg: settings.Settings, pool: asyncpg.Pool) -> int:
+        rows = [store.to_json(r) for r in await store.all_rows(pool)]
+        if args.json:
+            print(orjson.dumps(rows, option=orjson.OPT_INDENT_2).decode())
+            return 0
+        print(f"{'ID':<36}  {'NAME':<24}  {'ENABLED':<7}  {'TRIGGER':<40}  DEDUPE_KEY_STRATEGY")
+        for r in rows:
+            t = r["trigger"]
+            trig = (
+                f"event {t['event_type']}"
+                if t["type"] == "event"
+                else f"cron {t['cron']} {t.get('timezone', 'UTC')} {t.get('misfire_policy')}"
+            )
+            print(
+                f"{r['id']:<36}  {r['name'][:24]:<24}  {r['enabled']!s:<7}  {trig[:40]:<40}  "
+                f"{r['dedupe_key_strategy'] or '-'}"
+            )
+        return 0
+
+    return run_with_pool(args, work, "activities list")
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    acts = sub.add_parser("activities", help="apply or list activity definitions")
+    asub = acts.add_subparsers(dest="activities_command", metavar="ACTION", required=True)
+    p = asub.add_parser(
+        "apply",
+        help="validate a JSON/YAML file of activities, upsert them, sync schedules",
+        description="Validate FILE ({'activities': [...]}) completely, then upsert every "
+        "activity and reconcile the Temporal Schedules of cron activities. Exit 2 "
+        "naming each bad field (e.g. activities[1].trigger.misfire_policy) without "
+        "writing anything.",
+    )
+    p.add_argument("file", help="path to a .json, .yaml or .yml file")
+    p.add_argument("--no-sync", action="store_true", help="do not touch Temporal Schedules")
+    add_connection_flags(p)
+    p.set_defaults(func=_apply)
+    p = asub.add_parser("list", help="list activities (table, or --json)")
+    p.add_argument("--json", action="store_true", help="JSON, every stored field")
+    add_connection_flags(p)
+    p.set_defaults(func=_list)

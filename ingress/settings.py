@@ -1,0 +1,55 @@
+"""Settings only the ingress reads (env prefix ``INGEST_INGRESS_``).
+
+Shared settings (bootstrap servers, topic names, metrics port) stay in
+:mod:`pipeline.settings`; this keeps the ingress knobs next to the code that
+uses them without widening the shared object every process builds.
+"""
+
+from __future__ import annotations
+
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from ingress.stamping import Strategy, strategy_from_string
+from pipeline.settings import build
+from schemas.envelope import MAX_EVENT_BYTES
+
+
+class IngressSettings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_prefix="INGEST_INGRESS_", frozen=True, extra="ignore", populate_by_name=True
+    )
+
+    # Consumer group on the raw topic(s).
+    group: str = "ingest-ingress"
+    # source | content | header:NAME (see ingress.stamping).
+    strategy: str = "source"
+    # Raw messages larger than this go to the DLQ with reason too_large.
+    max_event_bytes: int = Field(MAX_EVENT_BYTES, ge=1, alias="INGEST_MAX_EVENT_BYTES")
+    # Most messages fetched per batch; a batch is produced, acknowledged, then committed.
+    batch_size: int = Field(500, ge=1, le=100_000)
+    # How long a partition revoke waits for the in-flight batch before committing
+    # what is acknowledged (longer blocks the group's rebalance).
+    revoke_wait_seconds: float = Field(10.0, ge=0)
+    # Backoff between retries of a retriable produce failure.
+    retry_backoff_min_seconds: float = Field(0.2, gt=0)
+    retry_backoff_max_seconds: float = Field(10.0, gt=0)
+    # How often pipeline_consumer_lag is refreshed.
+    lag_interval_seconds: float = Field(5.0, gt=0)
+    # Fault injection for tests: wait this long (or until SIGTERM) between the
+    # produce acknowledgements and the offset commit. Never set it in production.
+    fault_commit_delay_seconds: float = Field(0.0, ge=0)
+
+    @field_validator("strategy")
+    @classmethod
+    def _known_strategy(cls, v: str) -> str:
+        strategy_from_string(v)
+        return v.strip()
+
+    def stamping(self) -> Strategy:
+        return strategy_from_string(self.strategy)
+
+
+def load_ingress_settings(**overrides: object) -> IngressSettings:
+    """Environment plus the CLI flags that were given; :class:`ConfigError` names the variable."""
+    return build(IngressSettings, **overrides)

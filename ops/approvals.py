@@ -1,0 +1,105 @@
+"""Approval routes of the ops API (issue: approvals), on ``workers.approvals.api``.
+
+* ``GET /api/approvals?status=waiting&approver=&limit=``: from the ``approvals`` table,
+  soonest deadline first; ``waiting`` includes escalated ones; with ``approver``, what
+  that person may decide now (a listed approver, or the escalation contact once
+  escalated). Other statuses: ``changes_requested``, ``open``, ``closed``.
+* ``GET /api/approvals/{task_id}``: the live state and audit trail (the workflow query).
+* ``POST /api/tasks/{task_id}/decision`` ``{"by", "decision", "reason"}``: the ``decide``
+  Workflow Update; answers once the decision is in the audit trail. 400 names the bad
+  field, 403 a person who may not decide (``by``), 404 an unknown task or one that is
+  not an approval, 409 a closed task or one waiting for a resubmission.
+* ``POST /api/tasks/{task_id}/resubmission`` ``{"by", "payload", "note"}``: after
+  ``request_changes``.
+
+The token names no person, so the decider is the ``by`` of the request; the workflow's
+validator checks it against the task's approvers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable
+from typing import Annotated, Any, NoReturn, Protocol
+
+import asyncpg
+from fastapi import APIRouter, Query
+from pydantic import BaseModel, Field
+from temporalio.client import Client
+
+from ops.errors import BadField, Conflict, Forbidden, NotFound
+from schemas.approval_io import ApprovalUpdateResult
+from workers.approvals import api as approvals
+from workers.approvals.api import ApprovalApiError
+
+
+class Deps(Protocol):  # ops.app.OpsDeps
+    @property
+    def client(self) -> Client: ...
+    @property
+    def pool(self) -> asyncpg.Pool: ...
+
+
+class DecisionBody(BaseModel):
+    by: str = Field(min_length=1, max_length=200, description="who decides (an approver)")
+    decision: str = Field(description="approve | reject | request_changes")
+    reason: str | None = Field(None, max_length=2000, description="required unless approving")
+
+
+class ResubmissionBody(BaseModel):
+    by: str = Field(min_length=1, max_length=200)
+    payload: dict[str, Any]
+    note: str | None = Field(None, max_length=2000)
+
+
+def _raise(exc: ApprovalApiError) -> NoReturn:
+    if exc.status == 400:
+        raise BadField(exc.field or "body", exc.message) from None
+    if exc.status == 403:
+        raise Forbidden(exc.message, exc.field) from None
+    if exc.status == 404:
+        raise NotFound(exc.message) from None
+    raise Conflict(exc.message) from None
+
+
+def add_routes(api: APIRouter, deps: Deps) -> None:
+    @api.get("/approvals")
+    async def list_approvals(
+        status: str = "waiting",
+        approver: str | None = None,
+        limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    ) -> dict[str, Any]:
+        """Approvals by status (``waiting``: waiting for a decision), soonest deadline first."""
+        try:
+            return {"approvals": await approvals.list_approvals(deps.pool, status, approver, limit)}
+        except ApprovalApiError as exc:
+            _raise(exc)
+
+    @api.get("/approvals/{task_id}")
+    async def get_approval(task_id: str) -> dict[str, Any]:
+        """The approval's live state, with its audit trail."""
+        try:
+            return {"approval": await approvals.approval_state(deps.client, task_id)}
+        except ApprovalApiError as exc:
+            _raise(exc)
+
+    @api.post("/tasks/{task_id}/decision")
+    async def decide(task_id: str, body: DecisionBody) -> dict[str, Any]:
+        """Approve, reject or request changes (``reason`` required unless approving)."""
+        return await _answer(
+            approvals.send_decision(deps.client, task_id, body.by, body.decision, body.reason)
+        )
+
+    @api.post("/tasks/{task_id}/resubmission")
+    async def resubmit(task_id: str, body: ResubmissionBody) -> dict[str, Any]:
+        """A new payload after ``request_changes``: a new round of the approval starts."""
+        return await _answer(
+            approvals.send_resubmission(deps.client, task_id, body.by, body.payload, body.note)
+        )
+
+
+async def _answer(update: Awaitable[ApprovalUpdateResult]) -> dict[str, Any]:
+    try:
+        r = await update
+    except ApprovalApiError as exc:
+        _raise(exc)
+    return {"task_id": r.task_id, "status": r.status, "seq": r.seq}

@@ -1,0 +1,169 @@
+"""The local Kafka: one KRaft node (broker and controller) run from the Maven broker jars.
+
+``ensure()`` starts it unless it already answers ("started" or "already
+running"), ``stop()`` stops it, ``answering()`` checks it. The jars are fetched
+once with Maven; ``server.properties`` and the log4j config are written from
+:mod:`pipeline.stack.templates` on every start.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import subprocess
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+from pipeline.stack.procs import StackError, wait_for
+from pipeline.stack.service import Service
+from pipeline.stack.settings import HOST
+from pipeline.stack.templates import template
+
+
+@dataclass
+class Kafka(Service):
+    name = "kafka"
+    port_setting = "kafka_port"
+
+    def handshake(self) -> bool:
+        return _kafka_handshake(self.address)
+
+    def libs(self) -> Path:
+        """Fetch the broker jars with Maven once; returns the folder of jars."""
+        libs = self.home / f"libs-{self.cfg.kafka_version}"
+        if (libs / ".complete").exists():
+            return libs
+        if shutil.which("mvn") is None:
+            raise StackError(
+                "Maven (mvn) is needed to fetch the Kafka broker jars: install it "
+                "(Debian: apt-get install maven) and run again"
+            )
+        self.home.mkdir(parents=True, exist_ok=True)
+        pom = self.home / "pom.xml"
+        pom.write_text(template("kafka-pom.xml").format(version=self.cfg.kafka_version))
+        cmd = [
+            "mvn",
+            "-q",
+            "-B",
+            "-f",
+            str(pom),
+            "dependency:copy-dependencies",
+            f"-DoutputDirectory={libs}",
+            "-DincludeScope=runtime",
+        ]
+        res = subprocess.run(cmd, capture_output=True, text=True)
+        if res.returncode != 0:
+            raise StackError(
+                f"fetching the Kafka {self.cfg.kafka_version} broker jars with Maven failed "
+                f"(check network access to Maven Central or set INGEST_STACK_KAFKA_VERSION):\n"
+                f"{(res.stdout + res.stderr)[-2000:]}"
+            )
+        (libs / ".complete").write_text("ok\n")
+        return libs
+
+    def ensure(self) -> str:
+        if self.answering():
+            return "already running"
+        if self.proc.pid() is not None:
+            wait_for(self.answering, "Kafka", self.proc, 60)
+            return "already running"
+        java = _java()
+        libs = self.libs()
+        data = self.home / "data"
+        props = self.home / "server.properties"
+        props.write_text(
+            template("server.properties").format(
+                host=HOST,
+                port=self.cfg.kafka_port,
+                cport=self.cfg.kafka_controller_port,
+                data=data,
+            )
+        )
+        cp = f"{libs}/*"
+        if not (data / "meta.properties").exists():
+            cluster_id = _kafka_cluster_id()
+            res = subprocess.run(
+                [
+                    java,
+                    "-cp",
+                    cp,
+                    "kafka.tools.StorageTool",
+                    "format",
+                    "-t",
+                    cluster_id,
+                    "-c",
+                    str(props),
+                    "--standalone",
+                ],
+                capture_output=True,
+                text=True,
+            )
+            if res.returncode != 0:
+                raise StackError(f"formatting Kafka storage failed:\n{res.stdout}{res.stderr}")
+        log4j = self.home / "log4j2.properties"
+        log4j.write_text(template("log4j2.properties"))
+        self.proc.start(
+            [
+                java,
+                f"-Xmx{self.cfg.kafka_heap}",
+                f"-Xms{self.cfg.kafka_heap}",
+                "-XX:+UseG1GC",
+                f"-Dlog4j2.configurationFile={log4j}",
+                f"-Dkafka.logs.dir={self.cfg.dir.resolve() / 'logs'}",
+                "-cp",
+                cp,
+                "kafka.Kafka",
+                str(props),
+            ]
+        )
+        wait_for(self.answering, "Kafka", self.proc, 90)
+        return "started"
+
+    def stop(self) -> bool:
+        return self.proc.stop(timeout=30)
+
+
+def _java() -> str:
+    java_home = os.environ.get("JAVA_HOME")
+    java = str(Path(java_home) / "bin" / "java") if java_home else shutil.which("java")
+    if not java or not Path(java).exists():
+        raise StackError(
+            "Java 17 or newer is needed to run the Kafka broker: install it "
+            "(Debian: apt-get install openjdk-17-jre-headless) or set JAVA_HOME"
+        )
+    res = subprocess.run([java, "-version"], capture_output=True, text=True)
+    text = res.stderr + res.stdout
+    try:
+        major = int(text.split('"')[1].split(".")[0])
+    except (IndexError, ValueError):
+        major = 0
+    if major < 17:
+        raise StackError(
+            f"Kafka {'4.x'} needs Java 17 or newer; {java} is: {text.splitlines()[:1]}"
+        )
+    return java
+
+
+def _kafka_cluster_id() -> str:
+    import base64
+
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+
+
+def _kafka_handshake(address: str) -> bool:
+    from aiokafka.admin import AIOKafkaAdminClient
+
+    async def go() -> bool:
+        admin = AIOKafkaAdminClient(bootstrap_servers=address, request_timeout_ms=3000)
+        try:
+            await asyncio.wait_for(admin.start(), 5)
+            await asyncio.wait_for(admin.list_topics(), 5)
+            return True
+        except Exception:
+            return False
+        finally:
+            await admin.close()
+
+    return asyncio.run(go())

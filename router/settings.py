@@ -1,0 +1,39 @@
+"""Router-only settings (env prefix ``INGEST_ROUTER_``)."""
+
+from __future__ import annotations
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from pipeline.settings import build
+
+
+class RouterSettings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="INGEST_ROUTER_", frozen=True, extra="ignore")
+
+    group: str = "ingest-router"
+    # Concurrent start_workflow calls. The dev server peaks around 32-64 on 2 cores.
+    concurrency: int = Field(64, ge=1, le=4096)
+    # Messages fetched but not yet done; fetching pauses above this (backpressure).
+    max_in_flight: int = Field(4000, ge=1)
+    max_poll_records: int = Field(500, ge=1)
+    commit_interval_ms: int = Field(500, ge=10)
+    refresh_seconds: float = Field(10.0, gt=0)
+    # Consult/write the durable dedupe ledger (routed_triggers).
+    ledger: bool = True
+    # Ledger rows older than this are pruned (0 = keep forever). Must exceed the
+    # longest replay window operators may need; see README "Dedupe ledger".
+    ledger_retention_days: float = Field(30.0, ge=0)
+    max_event_bytes: int = Field(1_000_000, ge=1)
+    # How long a partition revoke waits for its in-flight starts before giving up
+    # on them (they are then redone by the partition's next owner, as duplicates).
+    revoke_drain_seconds: float = Field(10.0, ge=0)
+
+
+def load_router_settings(**overrides: object) -> RouterSettings:
+    """Environment plus the CLI flags that were given (None = not given).
+
+    A bad value raises :class:`ConfigError` naming the variable, e.g.
+    ``invalid setting INGEST_ROUTER_CONCURRENCY: ...``.
+    """
+    return build(RouterSettings, **overrides)

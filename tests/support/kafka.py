@@ -1,0 +1,155 @@
+"""Real-Kafka helpers: produce, read a topic, committed and end offsets.
+
+Offsets are keyed by partition number. Every function that lists a topic's
+partitions waits for its metadata and never answers with an empty map, so
+"every partition is done" can never hold vacuously.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+
+# (key, value, headers) or (key, value, headers, partition)
+Message = tuple[Any, ...]
+
+
+async def produce(bootstrap: str, topic: str, messages: Sequence[Message]) -> list[tuple[int, int]]:
+    """Produce messages in order (idempotent, acks=all); returns (partition, offset) of each."""
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", enable_idempotence=True)
+    await producer.start()
+    try:
+        futs = []
+        for m in messages:
+            key, value, headers = m[0], m[1], m[2]
+            partition = m[3] if len(m) > 3 else None
+            futs.append(
+                await producer.send(topic, value, key=key, headers=headers, partition=partition)
+            )
+        mds = [await f for f in futs]
+    finally:
+        await producer.stop()
+    return [(md.partition, md.offset) for md in mds]
+
+
+async def _started(consumer: AIOKafkaConsumer) -> None:
+    await consumer.start()
+    # aiokafka 0.14: stopping a group-less consumer before its internal task has
+    # run once raises CancelledError; one loop turn avoids it.
+    await asyncio.sleep(0.05)
+
+
+async def partitions(consumer: AIOKafkaConsumer, topic: str) -> set[int]:
+    """Partitions of an existing topic (waits for metadata; never an empty answer)."""
+    for _ in range(50):
+        cluster = await consumer._client.fetch_all_metadata()
+        parts = cluster.partitions_for_topic(topic)
+        if parts:
+            return set(parts)
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"topic {topic} has no partitions in the metadata")
+
+
+async def read_all(bootstrap: str, topic: str, idle_ms: int = 1500) -> list[Any]:
+    """Every message on ``topic`` up to the end offsets taken when it starts."""
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=bootstrap, enable_auto_commit=False, auto_offset_reset="earliest"
+    )
+    await _started(consumer)
+    try:
+        tps = [TopicPartition(topic, p) for p in sorted(await partitions(consumer, topic))]
+        consumer.assign(tps)
+        await consumer.seek_to_beginning(*tps)
+        end = await consumer.end_offsets(tps)
+        out: list[Any] = []
+
+        async def behind() -> bool:
+            return any([await consumer.position(tp) < end[tp] for tp in tps])
+
+        while await behind():
+            batch = await consumer.getmany(timeout_ms=idle_ms)
+            for msgs in batch.values():
+                out.extend(msgs)
+        return out
+    finally:
+        await consumer.stop()
+
+
+async def read_until(bootstrap: str, topic: str, expect: int, timeout: float = 30) -> list[Any]:
+    """Read ``topic`` from the beginning until ``expect`` messages arrived (or ``timeout``),
+    then one more fetch: a message beyond ``expect`` is a bug the caller should see."""
+    consumer = AIOKafkaConsumer(
+        topic,
+        bootstrap_servers=bootstrap,
+        group_id=f"reader-{uuid.uuid4()}",
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+    )
+    await consumer.start()
+    got: list[Any] = []
+    deadline = time.monotonic() + timeout
+    try:
+        while len(got) < expect and time.monotonic() < deadline:
+            for msgs in (await consumer.getmany(timeout_ms=500)).values():
+                got.extend(msgs)
+        for msgs in (await consumer.getmany(timeout_ms=1000)).values():
+            got.extend(msgs)
+    finally:
+        await consumer.stop()
+    return got
+
+
+async def committed(bootstrap: str, group: str, topic: str) -> dict[int, int | None]:
+    """The group's committed offset per partition of ``topic`` (None: nothing committed)."""
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=group)
+    await consumer.start()
+    try:
+        parts = await partitions(consumer, topic)
+        return {p: await consumer.committed(TopicPartition(topic, p)) for p in sorted(parts)}
+    finally:
+        await consumer.stop()
+
+
+async def end_offsets(bootstrap: str, topic: str) -> dict[int, int]:
+    """End offset per partition of ``topic``."""
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap)
+    await _started(consumer)
+    try:
+        tps = [TopicPartition(topic, p) for p in sorted(await partitions(consumer, topic))]
+        return {tp.partition: off for tp, off in (await consumer.end_offsets(tps)).items()}
+    finally:
+        await consumer.stop()
+
+
+async def count(bootstrap: str, topic: str) -> int:
+    """Messages ever written to ``topic`` (the sum of its end offsets)."""
+    return sum((await end_offsets(bootstrap, topic)).values())
+
+
+async def unfinished(bootstrap: str, group: str, topic: str) -> dict[int, int]:
+    """Partitions whose committed offset is short of the end: {partition: end offset}."""
+    done = await committed(bootstrap, group, topic)
+    ends = await end_offsets(bootstrap, topic)
+    return {p: end for p, end in ends.items() if end and (done.get(p) or 0) < end}
+
+
+async def caught_up(bootstrap: str, group: str, topic: str) -> bool:
+    """The group has committed the end offset of every partition of ``topic``."""
+    return not await unfinished(bootstrap, group, topic)
+
+
+async def produce_at(bootstrap: str, topic: str, items: Sequence[tuple[bytes, bytes, int]]) -> None:
+    """Produce (key, value, timestamp_ms) records, for tests of time ranges."""
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", enable_idempotence=True)
+    await producer.start()
+    try:
+        futs = [await producer.send(topic, v, key=k, timestamp_ms=ts) for k, v, ts in items]
+        for f in futs:
+            await f
+    finally:
+        await producer.stop()

@@ -1,0 +1,99 @@
+"""The import graph of the source packages: no cycle, and workers/ stays free of the features.
+
+Built with ``ast`` from every ``import`` statement, top-level or inside a
+function: an edge goes to the module named (``from a.b import c`` is an edge
+to ``a.b.c`` when that is a module, else to ``a.b``).
+"""
+
+from __future__ import annotations
+
+import ast
+from graphlib import CycleError, TopologicalSorter
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGES = (
+    "pipeline",
+    "schemas",
+    "router",
+    "replay",
+    "ingress",
+    "workers",
+    "scheduler",
+    "definitions",
+    "ops",
+)
+
+
+def _modules() -> dict[str, Path]:
+    mods = {}
+    for pkg in PACKAGES:
+        for f in (ROOT / pkg).rglob("*.py"):
+            parts = list(f.relative_to(ROOT).with_suffix("").parts)
+            mods[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = f
+    return mods
+
+
+def _graph() -> dict[str, set[str]]:
+    mods = _modules()
+
+    def resolve(name: str) -> str | None:
+        while name and name not in mods:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    graph: dict[str, set[str]] = {m: set() for m in mods}
+    for mod, path in mods.items():
+        package = mod if path.name == "__init__.py" else mod.rpartition(".")[0]
+        for node in ast.walk(ast.parse(path.read_text())):
+            names: list[str] = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    up = package.split(".")[: len(package.split(".")) - node.level + 1]
+                    base = ".".join([*up, base] if base else up)
+                names = [
+                    f"{base}.{a.name}" if f"{base}.{a.name}" in mods else base for a in node.names
+                ]
+            for name in names:
+                target = resolve(name)
+                if target is not None and target != mod:
+                    graph[mod].add(target)
+    return graph
+
+
+def test_graph_sees_the_imports() -> None:
+    graph = _graph()
+    assert "pipeline.starter" in graph["router.routing"]
+    assert "workers.handlers.builtin" in graph["workers.handlers.registry"]
+
+
+def test_no_import_cycle() -> None:
+    try:
+        tuple(TopologicalSorter(_graph()).static_order())
+    except CycleError as exc:
+        raise AssertionError(f"import cycle: {exc.args[1]}") from None
+
+
+def test_workers_import_no_feature_package() -> None:
+    bad = sorted(
+        (a, b)
+        for a, targets in _graph().items()
+        for b in targets
+        if a.startswith("workers") and b.split(".")[0] in ("scheduler", "router", "replay")
+    )
+    assert not bad, bad
+
+
+def test_schemas_import_only_schemas() -> None:
+    graph = _graph()
+    bad = sorted(
+        (a, b)
+        for a in graph
+        if a.startswith("schemas")
+        for b in graph[a]
+        if not b.startswith("schemas")
+    )
+    assert not bad, bad

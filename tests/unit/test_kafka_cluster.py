@@ -1,0 +1,75 @@
+"""The multi-node stack's layout and the topic settings (no JVM started here)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pipeline.clients import topic_configs
+from pipeline.stack.kafka import Kafka
+from pipeline.stack.kafka_cluster import KafkaCluster, stack_kafka
+from pipeline.stack.procs import StackError
+from pipeline.stack.settings import StackSettings
+
+
+def test_stack_cluster_ports_keep_the_default_bootstrap_address(tmp_path: Path) -> None:
+    cluster = stack_kafka(StackSettings(dir=tmp_path), 3)
+    assert isinstance(cluster, KafkaCluster)
+    assert cluster.bootstrap == "127.0.0.1:9092,127.0.0.1:9094,127.0.0.1:9096"
+    assert [n.controller_port for n in cluster.nodes] == [9093, 9095, 9097]
+    assert cluster.replication_factor == 3 and cluster.min_insync_replicas == 2
+
+
+def test_one_node_is_the_single_broker_stack(tmp_path: Path) -> None:
+    assert isinstance(stack_kafka(StackSettings(dir=tmp_path)), Kafka)
+    assert isinstance(stack_kafka(StackSettings(dir=tmp_path, kafka_nodes=3)), KafkaCluster)
+
+
+def test_a_started_cluster_is_found_without_the_flag(tmp_path: Path) -> None:
+    cluster = stack_kafka(StackSettings(dir=tmp_path), 3)
+    assert isinstance(cluster, KafkaCluster)
+    for n in cluster.nodes:
+        n.home.mkdir(parents=True)
+    cluster.nodes[0].proc.pidfile.parent.mkdir(parents=True)
+    cluster.nodes[0].proc.pidfile.write_text("999999999")
+    found = stack_kafka(StackSettings(dir=tmp_path))  # what `status` / `down` do
+    assert isinstance(found, KafkaCluster) and len(found.nodes) == 3
+
+
+def test_replication_never_exceeds_the_node_count(tmp_path: Path) -> None:
+    two = KafkaCluster(tmp_path, tmp_path, [(1, 2), (3, 4)])
+    assert (two.replication_factor, two.min_insync_replicas) == (2, 1)
+
+
+def test_overlapping_ports_are_refused(tmp_path: Path) -> None:
+    with pytest.raises(StackError, match="overlap"):
+        KafkaCluster(tmp_path, tmp_path, [(9092, 9093), (9093, 9095)])
+
+
+def test_node_properties_name_every_voter_and_the_durability_settings(tmp_path: Path) -> None:
+    cluster = KafkaCluster(tmp_path, tmp_path, [(11, 12), (13, 14), (15, 16)])
+    for n in cluster.nodes:  # storage already formatted: _configure only writes properties
+        (n.home / "data").mkdir(parents=True)
+        (n.home / "data" / "meta.properties").write_text("")
+    cluster._configure("java")
+    props = (cluster.node(2).home / "server.properties").read_text().splitlines()
+    for line in (
+        "node.id=2",
+        "controller.quorum.voters=1@127.0.0.1:12,2@127.0.0.1:14,3@127.0.0.1:16",
+        "listeners=PLAINTEXT://127.0.0.1:13,CONTROLLER://127.0.0.1:14",
+        "default.replication.factor=3",
+        "min.insync.replicas=2",
+        "unclean.leader.election.enable=false",
+        "offsets.topic.replication.factor=3",
+        "transaction.state.log.min.isr=2",
+    ):
+        assert line in props
+
+
+@pytest.mark.parametrize(("rf", "min_isr"), [(1, "1"), (2, "1"), (3, "2"), (5, "2")])
+def test_topic_configs(rf: int, min_isr: str) -> None:
+    assert topic_configs(rf) == {
+        "min.insync.replicas": min_isr,
+        "unclean.leader.election.enable": "false",
+    }

@@ -1,0 +1,83 @@
+"""The activities of approval tasks: notices to Kafka, and the audit trail in PostgreSQL.
+
+* ``approval_notice`` (a regular activity, retried until it succeeds or is no longer
+  wanted) publishes a request, reminder or escalation to the emit topic, keyed by the
+  task id, with the ``emit`` handler's headers plus ``notice``.
+* ``record_approval`` (a local activity, like the run bookkeeping) writes audit
+  entries and the summary row, counts the metrics of the entries that were new
+  (so a retry or a replay counts nothing twice), and refreshes the waiting gauge.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import asyncpg
+import orjson
+from temporalio import activity
+
+from pipeline.metrics import APPROVAL_DECISIONS, APPROVAL_WAIT, APPROVALS_WAITING, SLA_ESCALATIONS
+from schemas.approval_io import (
+    APPROVAL_TASK_TYPE,
+    ApprovalNoticeInput,
+    AuditEntry,
+    RecordApprovalInput,
+)
+from workers.approvals import store
+from workers.handlers import Resources
+
+log = logging.getLogger(__name__)
+
+# Audit kinds that end a wait, and the decisions_total outcome of each.
+_OUTCOME_OF_KIND = {"auto_rejected": "auto_reject", "expired": "resubmission_timeout"}
+
+
+def count(entry: AuditEntry) -> None:
+    """The metrics of one audit entry written for the first time."""
+    if entry.kind == "escalated":
+        SLA_ESCALATIONS.inc()
+    outcome = entry.decision if entry.kind == "decision" else _OUTCOME_OF_KIND.get(entry.kind)
+    if outcome is not None:
+        APPROVAL_DECISIONS.labels(outcome=outcome).inc()
+    if entry.kind in ("decision", "auto_rejected") and entry.waited_seconds is not None:
+        APPROVAL_WAIT.observe(entry.waited_seconds)
+
+
+class ApprovalActivities:
+    def __init__(self, pool: asyncpg.Pool, resources: Resources) -> None:
+        self._pool = pool
+        self._resources = resources
+
+    def all(self) -> list[Callable[..., Any]]:
+        return [self.notice, self.record]
+
+    @activity.defn(name="approval_notice")
+    async def notice(self, inp: ApprovalNoticeInput) -> None:
+        topic = inp.topic or self._resources.emit_topic
+        headers = [
+            ("task_id", inp.task_id.encode()),
+            ("run_id", inp.run_id.encode()),
+            ("activity_id", inp.activity_id.encode()),
+            ("task_type", APPROVAL_TASK_TYPE.encode()),
+            ("notice", inp.kind.encode()),
+        ]
+        body = {"kind": inp.kind, "task_id": inp.task_id, "run_id": inp.run_id,
+                "activity_id": inp.activity_id, **inp.body}  # fmt: skip
+        producer = await self._resources.producer()
+        await producer.send_and_wait(
+            topic, orjson.dumps(body), key=inp.task_id.encode(), headers=headers
+        )
+
+    @activity.defn(name="record_approval")
+    async def record(self, inp: RecordApprovalInput) -> int:
+        """Returns how many entries were new."""
+        new = await store.record(self._pool, inp)
+        for entry in new:
+            count(entry)
+        await self.refresh_gauge()
+        return len(new)
+
+    async def refresh_gauge(self) -> None:
+        APPROVALS_WAITING.set(await store.count_waiting(self._pool))

@@ -1,0 +1,34 @@
+"""The approvals worker part: the approval activities, and the waiting gauge refresher.
+
+The wait itself runs in ``TaskInstanceWorkflow`` (core part); a worker that runs
+approval tasks must also serve this part (``pipeline.parts`` adds it to
+``ingest worker``), or their notices and audit writes find no activity.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from workers.approvals.activities import ApprovalActivities
+from workers.parts import PartDeps, WorkerPart
+
+log = logging.getLogger(__name__)
+
+# How often each worker sets pipeline_approvals_waiting from PostgreSQL (it is also
+# set after every audit write).
+GAUGE_REFRESH_SECONDS = 15.0
+
+
+def approval_part(deps: PartDeps) -> WorkerPart:
+    acts = ApprovalActivities(deps.pool, deps.resources)
+
+    async def refresh() -> None:
+        while True:
+            try:
+                await acts.refresh_gauge()
+            except Exception as exc:  # the database is down: keep the last value, try later
+                log.warning("could not refresh pipeline_approvals_waiting: %s", exc)
+            await asyncio.sleep(GAUGE_REFRESH_SECONDS)
+
+    return WorkerPart("approvals", activities=acts.all(), background=[refresh])
