@@ -53,7 +53,7 @@ from bench.e2e.bare import BareChild, BareInput, BareParent, bare_noop
 from bench.e2e.probe import CpuMeter, find_pids, history_shape
 from pipeline.parts import worker_parts
 from pipeline.settings import Settings
-from router.config import RouterSettings
+from router.settings import RouterSettings
 from schemas.ids import event_workflow_id, run_id_for, task_workflow_id
 from schemas.workflow_io import RunActivityInput
 from workers.parts import WorkerPart
