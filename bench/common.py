@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import sys
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,7 +21,12 @@ from temporalio.client import Client
 from definitions import store
 from pipeline import db, kafka, settings
 from pipeline.clients import ensure_topics
+from pipeline.runtime import Shutdown
 from schemas.definitions import ActivityDef, EventTrigger, TaskDef
+from workers.handlers import load_registry
+from workers.parts import PartFactory
+from workers.settings import WorkerSettings
+from workers.worker import run_worker
 
 RESULTS = Path(__file__).resolve().parent / "results"
 PARTITIONS = 3
@@ -83,13 +90,72 @@ async def drop_env(env: Env) -> None:
         await conn.close()
 
 
-async def seed_activity(pool: asyncpg.Pool, event_type: str) -> str:
+def process_env(
+    cfg: settings.Settings, *, events_topic: str, task_queue: str, group: str
+) -> dict[str, str]:
+    """The environment of an ``ingest ingress|router|worker`` subprocess on ``cfg``'s stack."""
+    return {
+        **os.environ,
+        "KAFKA_BOOTSTRAP_SERVERS": cfg.kafka.bootstrap_servers,
+        "KAFKA_RAW_TOPIC": cfg.kafka.raw_topic,
+        "KAFKA_EVENTS_TOPIC": events_topic,
+        "KAFKA_DLQ_TOPIC": cfg.kafka.dlq_topic,
+        "TEMPORAL_ADDRESS": cfg.temporal.address,
+        "TEMPORAL_TASK_QUEUE": task_queue,
+        "DATABASE_URL": cfg.database.url.get_secret_value(),
+        "INGEST_ROUTER_GROUP": group,
+        "INGEST_INGRESS_GROUP": f"{group}-ingress",
+        "INGEST_METRICS_PORT": "0",
+        "INGEST_LOG_LEVEL": "WARNING",
+    }
+
+
+async def spawn(
+    kind: str, environ: dict[str, str], log: Path | None = None
+) -> asyncio.subprocess.Process:
+    """``ingest <kind>`` as a real process; its output goes to ``log`` (or is discarded)."""
+    out = log.open("wb") if log is not None else asyncio.subprocess.DEVNULL
+    try:
+        return await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "pipeline.cli",
+            kind,
+            env=environ,
+            stdout=out,
+            stderr=asyncio.subprocess.STDOUT,
+        )
+    finally:
+        if log is not None and not isinstance(out, int):
+            out.close()
+
+
+def start_worker(env: Env, parts: Sequence[PartFactory]) -> tuple[asyncio.Task[int], Shutdown]:
+    """The production worker (``run_worker``) in this process, serving ``parts``."""
+    shutdown = Shutdown()
+    worker = asyncio.create_task(
+        run_worker(
+            env.cfg,
+            shutdown,
+            client=env.client,
+            pool=env.pool,
+            registry=load_registry(use_entry_points=False),
+            worker_settings=WorkerSettings(),
+            parts=parts,
+        )
+    )
+    return worker, shutdown
+
+
+async def seed_activity(
+    pool: asyncpg.Pool, event_type: str, tasks: list[dict[str, Any]] | None = None
+) -> str:
     aid = uuid.uuid4()
     act = ActivityDef(
         id=aid,
         name=f"bench {aid}",
         trigger=EventTrigger(type="event", event_type=event_type),
-        tasks=[TaskDef(type="noop")],
+        tasks=[TaskDef.model_validate(t) for t in tasks or [{"type": "noop"}]],
     )
     await store.upsert(pool, [act])
     return str(aid)

@@ -22,18 +22,14 @@ import time
 import uuid
 from typing import Any
 
-from bench.common import Env, drop_env, make_env, write_result
+from bench.common import Env, drop_env, make_env, start_worker, write_result
 from definitions import store as activity_store
-from pipeline.runtime import Shutdown
 from schemas.definitions import ActivityDef, EventTrigger, ResourceDef, TaskDef
 from schemas.ids import event_workflow_id, run_id_for
 from schemas.workflow_io import RunActivityInput
-from workers.handlers import load_registry
 from workers.parts import core_part
 from workers.permits import store
 from workers.permits.part import permit_part
-from workers.settings import WorkerSettings
-from workers.worker import run_worker
 from workers.workflows import RunActivityWorkflow
 
 
@@ -75,18 +71,7 @@ async def run(sequential: int | None = None, tasks: int | None = None) -> dict[s
     sequential = sequential or int(os.environ.get("BENCH_PERMITS_SEQUENTIAL", "20"))
     tasks = tasks or int(os.environ.get("BENCH_PERMITS_TASKS", "100"))
     env = await make_env("permits")
-    shutdown = Shutdown()
-    worker = asyncio.create_task(
-        run_worker(
-            env.cfg,
-            shutdown,
-            client=env.client,
-            pool=env.pool,
-            registry=load_registry(use_entry_points=False),
-            worker_settings=WorkerSettings(),
-            parts=(core_part, permit_part),
-        )
-    )
+    worker, shutdown = start_worker(env, (core_part, permit_part))
     try:
         one, many = "bench-one", "bench-many"
         await store.upsert_resources(

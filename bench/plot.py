@@ -1,4 +1,5 @@
-"""Throughput over time for router_fresh and replay_duplicates, from their results JSON.
+"""Throughput over time for router_fresh and replay_duplicates, and e2e's (a)/(b)/(c) bars,
+from their results JSON.
 
 Needs matplotlib (not a runtime dependency); without it the plot is skipped with a note.
 """
@@ -9,6 +10,7 @@ import itertools
 import json
 import shutil
 from pathlib import Path
+from typing import Any
 
 from bench.common import RESULTS
 
@@ -24,6 +26,28 @@ def _rate(series: list[list[float]]) -> tuple[list[float], list[float]]:
     return ts, rs
 
 
+def _e2e(ax: Any) -> None:
+    """Finished runs/s of (a) bare Temporal, (b) RunActivityWorkflow, (c) the pipeline."""
+    f = RESULTS / "e2e.json"
+    if not f.exists():
+        ax.set_title("e2e: no results")
+        return
+    shapes = json.loads(f.read_text())["shapes"]
+    width = 0.25
+    for j, (kind, label) in enumerate(
+        (("a", "(a) bare"), ("b", "(b) workflow"), ("c", "(c) pipeline"))
+    ):
+        xs = [i + (j - 1) * width for i in range(len(shapes))]
+        ax.bar(xs, [s[kind]["runs_per_second"] for s in shapes], width, label=label)
+    ax.set_xticks(
+        range(len(shapes)),
+        [f"{s['tasks']} task(s)\nb/a {s['b_a']}, c/b {s['c_b']}" for s in shapes],
+    )
+    ax.set_ylabel("finished runs/s")
+    ax.set_title("e2e (goals b/a >= 0.85, c/b >= 0.9)")
+    ax.legend()
+
+
 def plot() -> Path | None:
     try:
         import matplotlib
@@ -33,12 +57,12 @@ def plot() -> Path | None:
     except ImportError:
         print("plot skipped: matplotlib is not installed (pip install matplotlib)")
         return None
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    fig, axes = plt.subplots(1, 3, figsize=(16, 4))
     panels = (
         ("router_fresh", ("router", "series"), ("raw_start", "ceiling"), "fresh starts/s"),
         ("replay_duplicates", ("replay", "series"), ("raw_duplicate", "ceiling"), "events/s"),
     )
-    for ax, (name, path, base, ylabel) in zip(axes, panels, strict=True):
+    for ax, (name, path, base, ylabel) in zip(axes[:2], panels, strict=True):
         f = RESULTS / f"{name}.json"
         if not f.exists():
             ax.set_title(f"{name}: no results")
@@ -51,6 +75,7 @@ def plot() -> Path | None:
         ax.set_xlabel("seconds")
         ax.set_ylabel(ylabel)
         ax.legend()
+    _e2e(axes[2])
     fig.tight_layout()
     out = RESULTS / "throughput.png"
     fig.savefig(out, dpi=100)

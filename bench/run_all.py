@@ -12,6 +12,7 @@ from typing import Any
 
 from bench import ingress, latency, memory, permits, plot, replay_duplicates, router_fresh, scale
 from bench.common import write_result
+from bench.e2e import run as e2e
 
 
 async def main() -> None:
@@ -35,6 +36,12 @@ async def main() -> None:
     print("\n== scale")
     sc: dict[str, Any] = await scale.run()
     rows.append(("scale (3 routers+2 workers vs 1+1)", f"{sc['speedup']}x", "report"))
+    print("\n== e2e")
+    ee: dict[str, Any] = await e2e.run()
+    for shape in ee["shapes"]:
+        t = shape["tasks"]
+        rows.append((f"e2e b/a ({t} task)", f"{shape['b_a']}", ">= 0.85"))
+        rows.append((f"e2e c/b ({t} task)", f"{shape['c_b']}", ">= 0.9"))
     print("\n== permits")
     pm: dict[str, Any] = await permits.run()
     rows.append(

@@ -15,42 +15,23 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import sys
 import time
 import uuid
 
-from bench.common import Env, drop_env, event, make_env, produce, seed_activity, write_result
+from bench.common import (
+    Env,
+    drop_env,
+    event,
+    make_env,
+    process_env,
+    produce,
+    seed_activity,
+    spawn,
+    write_result,
+)
 from pipeline.clients import ensure_topics
 
 NAME = "scale"
-
-
-def _env(env: Env, topic: str, queue: str, group: str) -> dict[str, str]:
-    cfg = env.cfg
-    return {
-        **os.environ,
-        "KAFKA_BOOTSTRAP_SERVERS": cfg.kafka.bootstrap_servers,
-        "KAFKA_EVENTS_TOPIC": topic,
-        "KAFKA_DLQ_TOPIC": cfg.kafka.dlq_topic,
-        "TEMPORAL_ADDRESS": cfg.temporal.address,
-        "TEMPORAL_TASK_QUEUE": queue,
-        "DATABASE_URL": cfg.database.url.get_secret_value(),
-        "INGEST_ROUTER_GROUP": group,
-        "INGEST_METRICS_PORT": "0",
-        "INGEST_LOG_LEVEL": "WARNING",
-    }
-
-
-async def _spawn(kind: str, environ: dict[str, str]) -> asyncio.subprocess.Process:
-    return await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "pipeline.cli",
-        kind,
-        env=environ,
-        stdout=asyncio.subprocess.DEVNULL,
-        stderr=asyncio.subprocess.DEVNULL,
-    )
 
 
 async def layout(env: Env, routers: int, workers: int, n: int) -> dict[str, object]:
@@ -58,9 +39,9 @@ async def layout(env: Env, routers: int, workers: int, n: int) -> dict[str, obje
     topic, queue, etype = f"bench-scale-{tag}", f"bench-scale-{tag}", f"bench.scale.{tag}"
     await ensure_topics(env.cfg.kafka, [topic], 3)
     aid = await seed_activity(env.pool, etype)
-    environ = _env(env, topic, queue, f"scale-{tag}")
-    procs = [await _spawn("router", environ) for _ in range(routers)]
-    procs += [await _spawn("worker", environ) for _ in range(workers)]
+    environ = process_env(env.cfg, events_topic=topic, task_queue=queue, group=f"scale-{tag}")
+    procs = [await spawn("router", environ) for _ in range(routers)]
+    procs += [await spawn("worker", environ) for _ in range(workers)]
     try:
         await asyncio.sleep(8)  # processes import, connect and join the group
         t0 = time.perf_counter()

@@ -145,6 +145,9 @@ class TaskInstanceInput:
     # Set only on a run continued as new (workers/continuation.py): the first run
     # already claimed the task and marked it running, so the next ones must not.
     continued: TaskCarry | None = None
+    # Claim and mark running in one step. Parents set it; children started before
+    # it existed replay their recorded two steps (no patch marker needed).
+    claim_running: bool = False
 
 
 @dataclass(frozen=True)
@@ -161,6 +164,9 @@ class TaskStateInput:
     spec: TaskSpec
     status: str  # "pending" | "running" | "pending_fix" | "succeeded" | "failed" | "skipped"
     error: str | None = None
+    # With status "running": claim the task and mark it running in one statement
+    # (the result is that of a "pending" claim).
+    claim: bool = False
 
 
 @dataclass(frozen=True)

@@ -83,6 +83,24 @@ async def _heartbeating(work: Awaitable[T], interval: float | None) -> T:
                 await task
 
 
+def _plan(run: RunActivityInput, raw: list[object] | None) -> PlanTasksResult:
+    """The run's planned tasks from the activity's ``tasks`` (None: no such activity)."""
+    if raw is None:
+        _permanent(f"activity {run.activity_id} does not exist", "UnknownActivity")
+    defs: list[TaskDef] = []
+    for i, item in enumerate(raw):
+        try:
+            defs.append(TaskDef.model_validate(item))
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            where = ".".join(str(p) for p in err["loc"])
+            _permanent(f"activity {run.activity_id} tasks[{i}].{where}: {err['msg']}")
+    try:
+        return PlanTasksResult(tasks=plan(defs, run))
+    except PlanError as exc:
+        _permanent(f"activity {run.activity_id}: {exc}", "PlanError")
+
+
 class RunActivities:
     def __init__(
         self, pool: asyncpg.Pool, registry: Registry, resources: Resources | None = None
@@ -93,8 +111,8 @@ class RunActivities:
 
     def all(self) -> list[Callable[..., Any]]:
         """Every activity, for ``Worker(activities=...)``."""
-        return [self.log_run, self.plan_tasks, self.set_task_state, self.run_handler,
-                self.finish_run]  # fmt: skip
+        return [self.log_run, self.plan_tasks, self.start_run, self.set_task_state,
+                self.run_handler, self.finish_run]  # fmt: skip
 
     @activity.defn(name="log_run")
     async def log_run(self, inp: LogRunInput) -> LogRunResult:
@@ -112,35 +130,39 @@ class RunActivities:
         definition never change the plan of a run already planned.
         """
         _check_run(inp.run)
-        raw = await store.activity_tasks(self._pool, inp.run.activity_id)
-        if raw is None:
-            _permanent(f"activity {inp.run.activity_id} does not exist", "UnknownActivity")
-        defs: list[TaskDef] = []
-        for i, item in enumerate(raw):
-            try:
-                defs.append(TaskDef.model_validate(item))
-            except ValidationError as exc:
-                err = exc.errors()[0]
-                where = ".".join(str(p) for p in err["loc"])
-                _permanent(f"activity {inp.run.activity_id} tasks[{i}].{where}: {err['msg']}")
-        try:
-            return PlanTasksResult(tasks=plan(defs, inp.run))
-        except PlanError as exc:
-            _permanent(f"activity {inp.run.activity_id}: {exc}", "PlanError")
+        return _plan(inp.run, await store.activity_tasks(self._pool, inp.run.activity_id))
+
+    @activity.defn(name="start_run")
+    async def start_run(self, inp: PlanTasksInput) -> PlanTasksResult:
+        """``log_run`` and ``plan_tasks`` in one step and one statement.
+
+        The run row is inserted (or found: insert-or-nothing, as ``log_run``) before
+        the plan is checked, so a run whose plan fails is recorded and can be finished
+        ``failed``, exactly as with the two steps.
+        """
+        _check_run(inp.run)
+        inserted, raw = await store.insert_run_and_tasks(self._pool, inp.run)
+        RUNS_LOGGED.labels(result="inserted" if inserted else "existing").inc()
+        return _plan(inp.run, raw)
 
     @activity.defn(name="set_task_state")
     async def set_task_state(self, inp: TaskStateInput) -> TaskStateResult:
         """Upsert the task_instances row; ``claimed=False`` means 'a duplicate, skip it'."""
         if inp.status not in TASK_TRANSITIONS:
             _permanent(f"status must be one of {TASK_TRANSITIONS}, got {inp.status!r}")
-        if inp.status == "pending":
-            row = await store.claim_task(self._pool, inp.task_id, inp.run_id, inp.spec)
+        claim_running = inp.claim and inp.status == "running"
+        if inp.status == "pending" or claim_running:
+            row = await store.claim_task(
+                self._pool, inp.task_id, inp.run_id, inp.spec, running=claim_running
+            )
         else:
             found = await store.advance_task(self._pool, inp.task_id, inp.status, inp.error)
             if found is None:
                 _permanent(f"task {inp.task_id} has no row: set it pending first")
             row = found
         if row.changed:
+            if claim_running and row.status == "running":  # both steps, in one statement
+                TASK_INSTANCES.labels(task_type=inp.spec.task_type, status="pending").inc()
             TASK_INSTANCES.labels(task_type=inp.spec.task_type, status=row.status).inc()
         if row.status == "duplicate" and row.changed:
             # Content dedupe: shown next to the router's ledger/temporal layers.

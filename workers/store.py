@@ -4,6 +4,8 @@ Activities retry, and workflows replay after a worker restart, so each function
 here gives the same outcome however many times it runs for the same id:
 
 * ``insert_run``: ``INSERT ... ON CONFLICT (run_id) DO NOTHING``.
+* ``insert_run_and_tasks``: ``insert_run`` and the activity's task list in one
+  statement (one round trip for RunActivityWorkflow's first step).
 * ``claim_task``: the first insert of a task id claims its idempotency key; a task
   whose key another id holds is stored as ``duplicate`` (key NULL, ``duplicate_of``
   the holder). A repeat returns what the row already says, so a retried claim by
@@ -37,13 +39,16 @@ def _ts(value: str | None) -> datetime | None:
     return datetime.fromisoformat(value) if value else None
 
 
-async def insert_run(pool: asyncpg.Pool, run: RunActivityInput) -> bool:
-    """True if this call created the row, False if it was already there."""
-    inserted = await pool.fetchval(
-        "INSERT INTO activity_runs (run_id, activity_id, workflow_id, trigger_kind, event_id,"
-        " scheduled_for, context_window_start, context_window_end)"
-        " VALUES ($1, $2, $3, $4, $5, $6, $7, $8)"
-        " ON CONFLICT (run_id) DO NOTHING RETURNING true",
+# log_run's insert-or-nothing; $2 is the activity id.
+_INSERT_RUN = (
+    "INSERT INTO activity_runs (run_id, activity_id, workflow_id, trigger_kind, event_id,"
+    " scheduled_for, context_window_start, context_window_end)"
+    " VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (run_id) DO NOTHING"
+)
+
+
+def _run_args(run: RunActivityInput) -> tuple[object, ...]:
+    return (
         uuid.UUID(run.run_id),
         uuid.UUID(run.activity_id),
         run.workflow_id,
@@ -53,7 +58,35 @@ async def insert_run(pool: asyncpg.Pool, run: RunActivityInput) -> bool:
         _ts(run.context_window_start),
         _ts(run.context_window_end),
     )
+
+
+async def insert_run(pool: asyncpg.Pool, run: RunActivityInput) -> bool:
+    """True if this call created the row, False if it was already there."""
+    inserted = await pool.fetchval(
+        f"{_INSERT_RUN} RETURNING true",
+        *_run_args(run),
+    )
     return bool(inserted)
+
+
+async def insert_run_and_tasks(
+    pool: asyncpg.Pool, run: RunActivityInput
+) -> tuple[bool, list[object] | None]:
+    """``insert_run`` then ``activity_tasks``, as one statement: (inserted, tasks or None)."""
+    row = await pool.fetchrow(
+        f"WITH ins AS ({_INSERT_RUN} RETURNING true)"
+        " SELECT EXISTS (SELECT 1 FROM ins) AS inserted,"
+        " (SELECT tasks FROM activities WHERE id = $2) AS tasks",
+        *_run_args(run),
+    )
+    return bool(row["inserted"]), _task_list(row["tasks"])
+
+
+def _task_list(raw: object) -> list[object] | None:
+    if raw is None:
+        return None
+    value = orjson.loads(raw) if isinstance(raw, str | bytes) else raw
+    return list(value)  # type: ignore[arg-type]
 
 
 async def finish_run(pool: asyncpg.Pool, run_id: str, status: str) -> bool:
@@ -70,10 +103,7 @@ async def finish_run(pool: asyncpg.Pool, run_id: str, status: str) -> bool:
 async def activity_tasks(pool: asyncpg.Pool, activity_id: str) -> list[object] | None:
     """The ``activities.tasks`` list, or None when there is no such activity."""
     raw = await pool.fetchval("SELECT tasks FROM activities WHERE id = $1", uuid.UUID(activity_id))
-    if raw is None:
-        return None
-    value = orjson.loads(raw) if isinstance(raw, str | bytes) else raw
-    return list(value)
+    return _task_list(raw)
 
 
 async def _current(conn: asyncpg.Connection, task_id: str) -> asyncpg.Record | None:
@@ -82,23 +112,38 @@ async def _current(conn: asyncpg.Connection, task_id: str) -> asyncpg.Record | N
     )
 
 
-async def claim_task(pool: asyncpg.Pool, task_id: str, run_id: str, spec: TaskSpec) -> TaskRow:
-    """Insert the task as ``pending`` holding its key, or as ``duplicate`` of the holder."""
+async def claim_task(
+    pool: asyncpg.Pool, task_id: str, run_id: str, spec: TaskSpec, *, running: bool = False
+) -> TaskRow:
+    """Insert the task as ``pending`` holding its key, or as ``duplicate`` of the holder.
+
+    ``running=True`` claims and marks it running (first attempt) in the same
+    statement: what ``claim_task`` then ``advance_task(.., "running")`` do in two.
+    A repeat that finds the row still ``pending`` advances it.
+    """
     payload = orjson.dumps(spec.payload).decode()
     args = (task_id, uuid.UUID(run_id), spec.task_type, spec.index)
+    status, attempts = ("running", 1) if running else ("pending", 0)
     async with pool.acquire() as conn:
         # No conflict target: a clash on the id or on the unique key both land here.
         inserted = await conn.fetchval(
-            "INSERT INTO task_instances (id, run_id, task_type, index, idempotency_key, payload)"
-            " VALUES ($1, $2, $3, $4, $5, $6::jsonb) ON CONFLICT DO NOTHING RETURNING true",
+            "INSERT INTO task_instances (id, run_id, task_type, index, idempotency_key, payload,"
+            " status, attempts) VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7, $8)"
+            " ON CONFLICT DO NOTHING RETURNING true",
             *args,
             spec.idempotency_key,
             payload,
+            status,
+            attempts,
         )
         if inserted:
-            return TaskRow("pending", True)
+            return TaskRow(status, True)
         row = await _current(conn, task_id)
         if row is not None:  # a repeat: the row already decided
+            if running and row["status"] == "pending":
+                advanced = await _advance(conn, task_id, "running", None)
+                assert advanced is not None  # the row was just read
+                return advanced
             return TaskRow(row["status"], False, row["duplicate_of"])
         holder = await conn.fetchval(
             "SELECT id FROM task_instances WHERE idempotency_key = $1", spec.idempotency_key
@@ -134,20 +179,25 @@ async def advance_task(
     pool: asyncpg.Pool, task_id: str, status: str, error: str | None = None
 ) -> TaskRow | None:
     """Move a task along ``ALLOWED_FROM``; None if no such row."""
-    allowed_from = ALLOWED_FROM[status]
     async with pool.acquire() as conn:
-        changed = await conn.fetchval(
-            "UPDATE task_instances SET status = $2,"
-            " attempts = CASE WHEN $2 = 'running' THEN attempts + 1 ELSE attempts END,"
-            " last_error = CASE WHEN $2 = 'running' THEN last_error ELSE $3 END,"
-            " updated_at = now()"
-            " WHERE id = $1 AND status = ANY($4::text[]) RETURNING true",
-            task_id,
-            status,
-            error,
-            allowed_from,
-        )
-        row = await _current(conn, task_id)
+        return await _advance(conn, task_id, status, error)
+
+
+async def _advance(
+    conn: asyncpg.Connection, task_id: str, status: str, error: str | None
+) -> TaskRow | None:
+    changed = await conn.fetchval(
+        "UPDATE task_instances SET status = $2,"
+        " attempts = CASE WHEN $2 = 'running' THEN attempts + 1 ELSE attempts END,"
+        " last_error = CASE WHEN $2 = 'running' THEN last_error ELSE $3 END,"
+        " updated_at = now()"
+        " WHERE id = $1 AND status = ANY($4::text[]) RETURNING true",
+        task_id,
+        status,
+        error,
+        ALLOWED_FROM[status],
+    )
+    row = await _current(conn, task_id)
     if row is None:
         return None
     return TaskRow(row["status"], bool(changed), row["duplicate_of"])

@@ -38,6 +38,7 @@ with workflow.unsafe.imports_passed_through():
         LogRunInput,
         PermitGrant,
         PlanTasksInput,
+        PlanTasksResult,
         RunActivityInput,
         RunActivityResult,
         RunHandlerInput,
@@ -62,6 +63,10 @@ _DB_RETRY = RetryPolicy(
     maximum_interval=timedelta(seconds=30),
 )  # fmt: skip
 _DB_TIMEOUT = timedelta(seconds=30)
+# Patch id of start_run (log_run + plan_tasks as one step). Runs started before it
+# replay their recorded two steps; remove the old branch (workflow.deprecate_patch)
+# once no such run is open.
+_ONE_STEP = "one-step-bookkeeping"
 # Task outcomes a run counts; the rest of its tasks are duplicates.
 _COUNTED = ("succeeded", "failed", "skipped")
 
@@ -102,12 +107,11 @@ class TaskInstanceWorkflow(PausableTask):
     @workflow.run
     async def run(self, inp: TaskInstanceInput) -> TaskInstanceResult:
         if inp.continued is None:  # a run continued as new was claimed by the first one
-            claim = await self._state(inp, "pending")
+            claim = await self._claim(inp)
             if not claim.claimed:
                 return TaskInstanceResult(inp.task_id, "duplicate")
             if claim.status in ("succeeded", "failed", "skipped"):  # finished earlier
                 return TaskInstanceResult(inp.task_id, claim.status)
-            await self._state(inp, "running")
         try:
             if self._approval is not None:
                 await self._approval.run()  # raises ApprovalRejected (a ValueError)
@@ -148,6 +152,19 @@ class TaskInstanceWorkflow(PausableTask):
                 maximum_attempts=opts.max_attempts,
             ),
         )
+
+    async def _claim(self, inp: TaskInstanceInput) -> TaskStateResult:
+        """Claim the task and mark it running: one step (children started before
+        ``claim_running`` existed replay the two steps they recorded)."""
+        if inp.claim_running:
+            return await _db(
+                RunActivities.set_task_state,
+                TaskStateInput(inp.task_id, inp.run_id, inp.spec, "running", claim=True),
+            )
+        claim = await self._state(inp, "pending")
+        if claim.claimed and claim.status not in ("succeeded", "failed", "skipped"):
+            await self._state(inp, "running")
+        return claim
 
     async def _state(
         self, inp: TaskInstanceInput, status: str, error: str | None = None
@@ -198,9 +215,8 @@ class RunActivityWorkflow:
                 type="WorkflowIdMismatch",
                 non_retryable=True,
             )
-        await _db(RunActivities.log_run, LogRunInput(inp))
         try:
-            planned = await _db(RunActivities.plan_tasks, PlanTasksInput(inp))
+            planned = await self._start(inp)
         # A failed local activity surfaces as its ApplicationError, not wrapped in
         # an ActivityError as a regular activity's failure is: catch both.
         except (ActivityError, ApplicationError) as exc:
@@ -230,7 +246,7 @@ class RunActivityWorkflow:
         try:
             return await workflow.execute_child_workflow(
                 TaskInstanceWorkflow.run,
-                TaskInstanceInput(task_id, inp.run_id, inp.activity_id, spec),
+                TaskInstanceInput(task_id, inp.run_id, inp.activity_id, spec, claim_running=True),
                 id=task_id,
                 id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
             )
@@ -241,6 +257,13 @@ class RunActivityWorkflow:
             return TaskInstanceResult(task_id, "duplicate", "already started")
         except ChildWorkflowError as exc:
             return TaskInstanceResult(task_id, "failed", describe(exc))
+
+    async def _start(self, inp: RunActivityInput) -> PlanTasksResult:
+        """log_run + plan_tasks: one step (histories from before the patch replay two)."""
+        if workflow.patched(_ONE_STEP):
+            return await _db(RunActivities.start_run, PlanTasksInput(inp))  # type: ignore[no-any-return]
+        await _db(RunActivities.log_run, LogRunInput(inp))
+        return await _db(RunActivities.plan_tasks, PlanTasksInput(inp))  # type: ignore[no-any-return]
 
     async def _finish(self, run_id: str, status: str) -> None:
         await _db(RunActivities.finish_run, FinishRunInput(run_id, status))

@@ -138,3 +138,59 @@ async def test_concurrent_claims_of_one_key_give_exactly_one_holder(acts, db_poo
         run_id,
     )
     assert [d["duplicate_of"] for d in dups] == [holder] * 7
+
+
+async def test_start_run_logs_once_and_plans_like_the_two_steps(acts, db_pool):
+    env = ActivityEnvironment()
+    good = await insert_activity(db_pool, [{"type": "emit", "count": 2}])
+    run = event_run(good)
+    existing = metric("pipeline_runs_logged_total", result="existing")
+    first = await env.run(acts.start_run, PlanTasksInput(run))
+    again = await env.run(acts.start_run, PlanTasksInput(run))  # a retry: insert-or-nothing
+    two_step = await env.run(acts.plan_tasks, PlanTasksInput(run))
+    assert first == again == two_step
+    assert metric("pipeline_runs_logged_total", result="existing") == existing + 1
+    n = await db_pool.fetchval(
+        "SELECT count(*) FROM activity_runs WHERE run_id = $1::uuid", run.run_id
+    )
+    assert n == 1
+    # The run is recorded even when its plan fails, so the workflow can finish it failed.
+    bad = event_run(str(uuid.uuid4()))
+    with pytest.raises(ApplicationError, match="does not exist") as info:
+        await env.run(acts.start_run, PlanTasksInput(bad))
+    assert info.value.non_retryable
+    await env.run(acts.finish_run, FinishRunInput(bad.run_id, "failed"))
+
+
+async def test_claim_running_is_claim_then_running_in_one_step(acts, db_pool):
+    env = ActivityEnvironment()
+    run_id = str(uuid.uuid4())
+    spec = TaskSpec("noop", 0, idempotency_key=f"k-{run_id}")
+    holder, other = task_workflow_id(run_id, "noop", 0), task_workflow_id(run_id, "noop", 1)
+    other_spec = TaskSpec("noop", 1, idempotency_key=spec.idempotency_key)
+    pending_before = metric("pipeline_task_instances_total", task_type="noop", status="pending")
+
+    async def claim(task_id: str, s: TaskSpec = spec):
+        return await env.run(
+            acts.set_task_state, TaskStateInput(task_id, run_id, s, "running", claim=True)
+        )
+
+    for _ in range(2):  # a retry repeats the answer and counts nothing twice
+        got = await claim(holder)
+        assert (got.claimed, got.status) == (True, "running")
+        assert (await claim(other, other_spec)).claimed is False
+    assert metric("pipeline_task_instances_total", task_type="noop", status="pending") == (
+        pending_before + 1
+    )
+    # A row an older execution left pending (claimed, not yet running) is advanced.
+    late = task_workflow_id(run_id, "noop", 2)
+    late_spec = TaskSpec("noop", 2)
+    await env.run(acts.set_task_state, TaskStateInput(late, run_id, late_spec, "pending"))
+    assert (await claim(late, late_spec)).status == "running"
+    rows = {
+        r["id"]: r
+        for r in await db_pool.fetch("SELECT * FROM task_instances WHERE run_id = $1::uuid", run_id)
+    }
+    assert (rows[holder]["status"], rows[holder]["attempts"]) == ("running", 1)
+    assert (rows[late]["status"], rows[late]["attempts"]) == ("running", 1)
+    assert (rows[other]["status"], rows[other]["duplicate_of"]) == ("duplicate", holder)

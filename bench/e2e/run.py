@@ -1,0 +1,299 @@
+"""bench.e2e: finished runs/s of (a) bare Temporal, (b) RunActivityWorkflow, (c) the pipeline.
+
+All three in one run, on the same stack, with the same task shape (``tasks``
+noop tasks per run, 1 and 4), each ``BENCH_E2E_RUNS`` runs (default 150; half
+that with 4 tasks):
+
+* (a) ``bench.e2e.bare``: a parent workflow -> one child per task -> one no-op
+  activity, no database, started directly;
+* (b) ``RunActivityWorkflow`` started directly with the contract id and
+  REJECT_DUPLICATE (what the router does), on the production worker wiring
+  (``run_worker`` with ``pipeline.parts.worker_parts()``);
+* (c) the full pipeline: events on the raw topic -> ``ingest ingress`` ->
+  ``ingest router`` (real processes) -> the same worker.
+
+A run is finished when its workflow result is in (for (b) and (c) that is after
+``finish_run`` set ``activity_runs.finished_at``; the count of such rows is
+checked). Every worker runs in this process with the same Temporal ``Worker``
+settings (``workers.worker.build_worker``). Ratios: b/a (the project's workflow
+on top of Temporal, goal >= 0.85) and c/b (Kafka and routing, goal >= 0.9).
+Alongside: CPU seconds per run of each process group and the history shape of
+one run of each kind (events, workflow tasks, activity tasks, markers).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from temporalio.client import Client, WorkflowHandle
+from temporalio.common import WorkflowIDReusePolicy
+from temporalio.service import RPCError, RPCStatusCode
+
+from bench.common import (
+    RESULTS,
+    Env,
+    drop_env,
+    event,
+    make_env,
+    process_env,
+    produce,
+    seed_activity,
+    spawn,
+    start_worker,
+    verdict,
+    write_result,
+)
+from bench.e2e.bare import BareChild, BareInput, BareParent, bare_noop
+from bench.e2e.probe import CpuMeter, find_pids, history_shape
+from pipeline.parts import worker_parts
+from pipeline.settings import Settings
+from router.settings import RouterSettings
+from schemas.ids import event_workflow_id, run_id_for, task_workflow_id
+from schemas.workflow_io import RunActivityInput
+from workers.parts import WorkerPart
+from workers.settings import WorkerSettings
+from workers.worker import build_worker
+from workers.workflows import RunActivityWorkflow
+
+NAME = "e2e"
+SHAPES = (1, 4)
+GOAL_B_A, GOAL_C_B = 0.85, 0.9
+START_CONCURRENCY = RouterSettings().concurrency  # the router's own default
+
+
+async def _gather_limited(n: int, make: Callable[[int], Awaitable[Any]]) -> list[Any]:
+    sem = asyncio.Semaphore(START_CONCURRENCY)
+
+    async def one(i: int) -> Any:
+        async with sem:
+            return await make(i)
+
+    return await asyncio.gather(*(one(i) for i in range(n)))
+
+
+async def _finish(handles: list[WorkflowHandle[Any, Any]]) -> None:
+    await asyncio.gather(*(_result(h) for h in handles))
+
+
+async def _result(handle: WorkflowHandle[Any, Any], tries: int = 1200) -> None:
+    """The workflow's result; for (c) the router may not have started it yet.
+
+    Counts tries rather than reading the clock: this VM's clocks can jump.
+    """
+    for _ in range(tries):
+        try:
+            await handle.result()
+            return
+        except RPCError as exc:
+            if exc.status != RPCStatusCode.NOT_FOUND:
+                raise
+            await asyncio.sleep(0.5)
+    raise TimeoutError(f"{handle.id} was never started")
+
+
+async def bare_runs(client: Client, queue: str, tasks: int, n: int) -> tuple[float, list[str]]:
+    """(a): ``n`` bare parents started directly; seconds to the last result."""
+    tag = uuid.uuid4().hex[:8]
+    wids = [f"bench-bare-{tag}-{i}" for i in range(n)]
+    t0 = time.perf_counter()
+    handles = await _gather_limited(
+        n,
+        lambda i: client.start_workflow(
+            BareParent.run,
+            BareInput(tasks),
+            id=wids[i],
+            task_queue=queue,
+            id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
+        ),
+    )
+    await _finish(handles)
+    return time.perf_counter() - t0, wids
+
+
+def _run_input(activity_id: str, event_id: str, event_type: str) -> RunActivityInput:
+    wid = event_workflow_id(activity_id, event_id)
+    doc = {"event_id": event_id, "type": event_type, "source": "bench", "data": {}}
+    return RunActivityInput(activity_id, wid, str(run_id_for(wid)), "event", event_id, doc)
+
+
+async def direct_runs(env: Env, activity_id: str, n: int) -> tuple[float, list[str]]:
+    """(b): ``n`` RunActivityWorkflow started directly with the contract id."""
+    runs = [_run_input(activity_id, uuid.uuid4().hex, "bench.e2e.direct") for _ in range(n)]
+    t0 = time.perf_counter()
+    handles = await _gather_limited(
+        n,
+        lambda i: env.client.start_workflow(
+            RunActivityWorkflow.run,
+            runs[i],
+            id=runs[i].workflow_id,
+            task_queue=env.cfg.temporal.task_queue,
+            id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
+        ),
+    )
+    await _finish(handles)
+    return time.perf_counter() - t0, [r.workflow_id for r in runs]
+
+
+async def pipeline_runs(
+    env: Env, activity_id: str, event_type: str, n: int
+) -> tuple[float, list[str]]:
+    """(c): ``n`` events on the raw topic; seconds from the first produce to the last result."""
+    tag = uuid.uuid4().hex[:8]
+    ids = [f"{tag}-{i}" for i in range(n)]
+    wids = [event_workflow_id(activity_id, e) for e in ids]
+    t0 = time.perf_counter()
+    await produce(
+        env.cfg.kafka,
+        env.cfg.kafka.raw_topic,
+        [(e.encode(), event(event_type, e, i)) for i, e in enumerate(ids)],
+    )
+    await _finish([env.client.get_workflow_handle(w) for w in wids])
+    return time.perf_counter() - t0, wids
+
+
+def _children(kind: str, wid: str, tasks: int) -> list[str]:
+    if kind == "a":
+        return [f"{wid}:{i}" for i in range(tasks)]
+    return [task_workflow_id(str(run_id_for(wid)), "noop", i) for i in range(tasks)]
+
+
+class Bench:
+    """The three measurements of one task shape, with CPU and history per run."""
+
+    def __init__(self, env: Env, meter: CpuMeter, bare_queue: str) -> None:
+        self.env, self.meter, self.bare_queue = env, meter, bare_queue
+
+    async def phase(
+        self, kind: str, tasks: int, n: int, go: Callable[[], Awaitable[tuple[float, list[str]]]]
+    ) -> dict[str, Any]:
+        self.meter.start()
+        seconds, wids = await go()
+        cpu = self.meter.stop()
+        shape = await history_shape(self.env.client, [wids[0], *_children(kind, wids[0], tasks)])
+        return {
+            "runs": n,
+            "seconds": round(seconds, 2),
+            "runs_per_second": round(n / seconds, 2),
+            "cpu_ms_per_run": {k: round(v * 1000 / n, 1) for k, v in cpu.items()},
+            "history_per_run": shape,
+        }
+
+    async def finished(self, activity_id: str) -> int:
+        return int(
+            await self.env.pool.fetchval(
+                "SELECT count(*) FROM activity_runs WHERE activity_id = $1::uuid"
+                " AND finished_at IS NOT NULL",
+                uuid.UUID(activity_id),
+            )
+        )
+
+    async def shape(self, tasks: int, n: int, pipeline_aid: str, etype: str) -> dict[str, Any]:
+        env = self.env
+        direct_aid = await seed_activity(env.pool, "bench.e2e.direct", _tasks(tasks))
+        await bare_runs(env.client, self.bare_queue, tasks, 2)  # warm both workers up
+        await direct_runs(env, direct_aid, 2)
+        before = await self.finished(pipeline_aid)
+        a = await self.phase(
+            "a", tasks, n, lambda: bare_runs(env.client, self.bare_queue, tasks, n)
+        )
+        b = await self.phase("b", tasks, n, lambda: direct_runs(env, direct_aid, n))
+        c = await self.phase("c", tasks, n, lambda: pipeline_runs(env, pipeline_aid, etype, n))
+        for aid, want in ((direct_aid, n + 2), (pipeline_aid, before + n)):
+            got = await self.finished(aid)
+            assert got == want, f"activity {aid}: {got} runs finished, expected {want}"
+        b_a = b["runs_per_second"] / a["runs_per_second"]
+        c_b = c["runs_per_second"] / b["runs_per_second"]
+        return {"tasks": tasks, "a": a, "b": b, "c": c, "b_a": round(b_a, 3), "c_b": round(c_b, 3)}
+
+
+def _tasks(n: int) -> list[dict[str, Any]]:
+    return [{"type": "noop", "count": n}]
+
+
+def _bare_worker(env: Env) -> tuple[str, Any]:
+    queue = f"{env.cfg.temporal.task_queue}-bare"
+    cfg: Settings = env.cfg.model_copy(
+        update={"temporal": env.cfg.temporal.model_copy(update={"task_queue": queue})}
+    )
+    part = WorkerPart("bare", (BareParent, BareChild), [bare_noop])
+    return queue, build_worker(env.client, cfg, WorkerSettings(), [part])
+
+
+async def _pipeline_procs(env: Env) -> list[asyncio.subprocess.Process]:
+    environ = process_env(
+        env.cfg,
+        events_topic=env.cfg.kafka.events_topic,
+        task_queue=env.cfg.temporal.task_queue,
+        group=f"bench-{env.tag}",
+    )
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    return [
+        await spawn(kind, environ, RESULTS / f"{NAME}-{kind}.log") for kind in ("ingress", "router")
+    ]
+
+
+async def measure(env: Env, n: int) -> list[dict[str, Any]]:
+    worker, shutdown = start_worker(env, worker_parts())
+    bare_queue, bare = _bare_worker(env)
+    bare_task = asyncio.create_task(bare.run())
+    # before the router starts: it reads its catalog at start-up (then every 10 s)
+    etypes = {tasks: f"bench.e2e.pipeline.{tasks}" for tasks in SHAPES}
+    aids = {t: await seed_activity(env.pool, etypes[t], _tasks(t)) for t in SHAPES}
+    procs = await _pipeline_procs(env)
+    meter = CpuMeter(find_pids(int(env.cfg.temporal.address.rpartition(":")[2])))
+    meter.add("ingress+router", [p.pid for p in procs])
+    bench = Bench(env, meter, bare_queue)
+    results = []
+    try:
+        for tasks in SHAPES:
+            aid, etype = aids[tasks], etypes[tasks]
+            # warm-up: the processes import, join their groups and route one event
+            await pipeline_runs(env, aid, etype, 1)
+            runs = n if tasks == 1 else max(n // 2, 1)
+            results.append(await bench.shape(tasks, runs, aid, etype))
+    finally:
+        for p in procs:
+            if p.returncode is None:
+                p.send_signal(signal.SIGTERM)
+        await asyncio.gather(*(p.wait() for p in procs))
+        await bare.shutdown()
+        await bare_task
+        shutdown.trigger()
+        await worker
+    return results
+
+
+def _print(r: dict[str, Any]) -> None:
+    print(f"-- {r['tasks']} task(s) per run")
+    for kind, label in (("a", "bare Temporal"), ("b", "RunActivityWorkflow"), ("c", "pipeline")):
+        f = r[kind]
+        cpu = ", ".join(f"{k} {v}" for k, v in f["cpu_ms_per_run"].items())
+        h = f["history_per_run"]
+        print(
+            f"({kind}) {label:<20} {f['runs_per_second']:>6} runs/s ({f['runs']} runs, "
+            f"{f['seconds']} s); CPU ms/run: {cpu}; history/run: {h.get('events')} events, "
+            f"{h.get('workflow_tasks')} workflow tasks, {h.get('activity_tasks')} activity "
+            f"tasks, {h.get('local_activity_markers', 0)} markers"
+        )
+    print(verdict(f"e2e b/a ({r['tasks']} task)", r["b_a"], GOAL_B_A))
+    print(verdict(f"e2e c/b ({r['tasks']} task)", r["c_b"], GOAL_C_B))
+
+
+async def run(n: int | None = None) -> dict[str, Any]:
+    n = n or int(os.environ.get("BENCH_E2E_RUNS", "150"))
+    env = await make_env(NAME)
+    try:
+        results = await measure(env, n)
+    finally:
+        await drop_env(env)
+    figures = {"shapes": results, "cores": os.cpu_count(), "date": time.strftime("%Y-%m-%d")}
+    write_result(NAME, figures)
+    for r in results:
+        _print(r)
+    return figures
