@@ -9,6 +9,7 @@ import sys
 
 from pipeline import logs, settings
 from pipeline.clients import Unreachable, check_kafka
+from pipeline.flags import add_flags, overrides
 from pipeline.runtime import Shutdown
 
 _DESCRIPTION = """\
@@ -27,10 +28,7 @@ async def _main(args: argparse.Namespace) -> int:
 
     cfg = settings.load_settings(
         "ingress",
-        kafka__raw_topic=args.raw_topic,
-        kafka__events_topic=args.events_topic,
-        kafka__dlq_topic=args.dlq_topic,
-        process__metrics_port=args.metrics_port,
+        **overrides(args, "raw_topic", "events_topic", "dlq_topic", "metrics_port"),
     )
     icfg = load_ingress_settings(
         group=args.group,
@@ -87,21 +85,18 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         "--group",
         help="consumer group on the raw topic (env INGEST_INGRESS_GROUP, default ingest-ingress)",
     )
-    p.add_argument(
-        "--raw-topic",
-        help="topic(s) to consume, comma-separated (env KAFKA_RAW_TOPIC, default ingest.raw)",
-    )
-    p.add_argument(
-        "--events-topic",
-        help="where stamped events go (env KAFKA_EVENTS_TOPIC, default ingest.events)",
-    )
-    p.add_argument(
-        "--dlq-topic", help="where malformed input goes (env KAFKA_DLQ_TOPIC, default ingest.dlq)"
-    )
-    p.add_argument(
-        "--metrics-port",
-        type=int,
-        help="port for /metrics, /healthz, /readyz; 0 disables (env INGEST_METRICS_PORT, 9400)",
+    add_flags(
+        p,
+        "raw_topic",
+        "events_topic",
+        "dlq_topic",
+        "metrics_port",
+        raw_topic="topic(s) to consume, comma-separated (env KAFKA_RAW_TOPIC, default ingest.raw)",
+        events_topic="where stamped events go (env KAFKA_EVENTS_TOPIC, default ingest.events)",
+        dlq_topic="where malformed input goes (env KAFKA_DLQ_TOPIC, default ingest.dlq)",
+        metrics_port=(
+            "port for /metrics, /healthz, /readyz; 0 disables (env INGEST_METRICS_PORT, 9400)"
+        ),
     )
     p.add_argument(
         "--max-event-bytes",

@@ -8,6 +8,7 @@ import sys
 
 from pipeline import logs, settings
 from pipeline.clients import Unreachable
+from pipeline.flags import add_flags, overrides
 from pipeline.runtime import Shutdown
 
 _DESCRIPTION = """\
@@ -32,19 +33,24 @@ async def _main(cfg: settings.Settings, ops: object) -> int:
     return await run_ops(cfg, ops, shutdown)  # type: ignore[arg-type]
 
 
+_FLAGS = (
+    "metrics_port",
+    "temporal_address",
+    "namespace",
+    "task_queue",
+    "database_url",
+    "bootstrap_servers",
+    "events_topic",
+    "dlq_topic",
+)
+
+
 def _run(args: argparse.Namespace) -> int:
     from ops.settings import load_ops_settings, startup_problem
 
     cfg = settings.load_settings(
         "ops",
-        temporal__address=args.temporal_address,
-        temporal__namespace=args.namespace,
-        temporal__task_queue=args.task_queue,
-        database__url=args.database_url,
-        kafka__bootstrap_servers=args.bootstrap_servers,
-        kafka__events_topic=args.events_topic,
-        kafka__dlq_topic=args.dlq_topic,
-        process__metrics_port=args.metrics_port,
+        **overrides(args, *_FLAGS),
     )
     ops = load_ops_settings(host=args.host, port=args.port)
     problem = startup_problem(ops, args.insecure_local)
@@ -81,12 +87,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         action="store_true",
         help="allow running without INGEST_OPS_TOKEN (only when bound to 127.0.0.1)",
     )
-    p.add_argument("--metrics-port", type=int, help="/metrics port (env INGEST_METRICS_PORT, 9403)")
-    p.add_argument("--temporal-address", help="host:port (env TEMPORAL_ADDRESS)")
-    p.add_argument("--namespace", help="Temporal namespace (env TEMPORAL_NAMESPACE)")
-    p.add_argument("--task-queue", help="workers' task queue, for replays (TEMPORAL_TASK_QUEUE)")
-    p.add_argument("--database-url", help="PostgreSQL DSN (env DATABASE_URL)")
-    p.add_argument("--bootstrap-servers", help="Kafka brokers (env KAFKA_BOOTSTRAP_SERVERS)")
-    p.add_argument("--events-topic", help="events topic, for replays (KAFKA_EVENTS_TOPIC)")
-    p.add_argument("--dlq-topic", help="dead-letter topic (KAFKA_DLQ_TOPIC)")
+    add_flags(
+        p,
+        *_FLAGS,
+        metrics_port="/metrics port (env INGEST_METRICS_PORT, 9403)",
+        task_queue="workers' task queue, for replays (TEMPORAL_TASK_QUEUE)",
+        events_topic="events topic, for replays (KAFKA_EVENTS_TOPIC)",
+    )
     p.set_defaults(func=_run)

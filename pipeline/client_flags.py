@@ -17,22 +17,17 @@ import asyncpg
 
 from pipeline import settings
 from pipeline.clients import Unreachable, db_pool
+from pipeline.flags import add_flags, overrides
+
+CONNECTION = ("temporal_address", "namespace", "task_queue", "database_url")
 
 
 def add_connection_flags(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--temporal-address", help="host:port (env TEMPORAL_ADDRESS)")
-    p.add_argument("--namespace", help="Temporal namespace (env TEMPORAL_NAMESPACE)")
-    p.add_argument("--task-queue", help="workers' task queue (env TEMPORAL_TASK_QUEUE)")
-    p.add_argument("--database-url", help="PostgreSQL DSN (env DATABASE_URL)")
+    add_flags(p, *CONNECTION)
 
 
 def settings_from(args: argparse.Namespace) -> settings.Settings:
-    return settings.load_settings(
-        temporal__address=args.temporal_address,
-        temporal__namespace=args.namespace,
-        temporal__task_queue=args.task_queue,
-        database__url=args.database_url,
-    )
+    return settings.load_settings(**overrides(args, *CONNECTION))
 
 
 def run_with_settings(

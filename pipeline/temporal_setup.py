@@ -28,6 +28,7 @@ from temporalio.client import Client
 
 from pipeline import settings
 from pipeline.clients import Unreachable, temporal_client
+from pipeline.flags import add_flags, overrides
 from schemas.search_attributes import KEYWORDS
 
 
@@ -67,9 +68,7 @@ async def _setup(cfg: settings.TemporalSettings) -> list[str]:
 
 
 def _run(args: argparse.Namespace) -> int:
-    cfg = settings.load_settings(
-        temporal__address=args.temporal_address, temporal__namespace=args.namespace
-    )
+    cfg = settings.load_settings(**overrides(args, "temporal_address", "namespace"))
     try:
         added = asyncio.run(_setup(cfg.temporal))
     except Unreachable as exc:
@@ -102,6 +101,5 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         help="register the pipeline's search attributes (idempotent)",
         description="Register the pipeline's Keyword search attributes on the namespace.",
     )
-    s.add_argument("--temporal-address", help="host:port (env TEMPORAL_ADDRESS)")
-    s.add_argument("--namespace", help="Temporal namespace (env TEMPORAL_NAMESPACE)")
+    add_flags(s, "temporal_address", "namespace")
     s.set_defaults(func=_run)

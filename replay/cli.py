@@ -19,6 +19,7 @@ from ingress.records import restamper
 from ingress.settings import load_ingress_settings
 from pipeline import logs, settings
 from pipeline.clients import Unreachable, check_kafka, db_pool, temporal_client
+from pipeline.flags import add_flags, overrides
 from pipeline.runtime import Shutdown
 from replay.dlq import DLQ_GROUP, DlqRedriver
 from replay.session import ReplayError, ReplayReport
@@ -193,9 +194,7 @@ def _run(args: argparse.Namespace) -> int:
     if args.reason and not args.dlq:
         raise ConfigError("--reason only applies to --dlq")
     cfg = settings.load_settings(
-        kafka__dlq_topic=args.dlq_topic,
-        kafka__events_topic=args.events_topic,
-        temporal__task_queue=args.task_queue,
+        **overrides(args, "dlq_topic", "events_topic", "task_queue"),
     )
     rcfg = load_router_settings(
         concurrency=args.concurrency, ledger=False if args.no_ledger else None
@@ -227,9 +226,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p.add_argument("--json", action="store_true", help="print the summary as one JSON object")
     p.add_argument("--no-ledger", action="store_true", help="ask Temporal only (slower)")
     p.add_argument("--concurrency", type=int, help="concurrent starts (INGEST_ROUTER_CONCURRENCY)")
-    p.add_argument("--events-topic", help="events topic (KAFKA_EVENTS_TOPIC)")
-    p.add_argument("--dlq-topic", help="dead-letter topic (KAFKA_DLQ_TOPIC)")
-    p.add_argument("--task-queue", help="workers' task queue (TEMPORAL_TASK_QUEUE)")
+    add_flags(p, "events_topic", "dlq_topic", "task_queue")
     p.set_defaults(func=_run)
 
 

@@ -8,6 +8,7 @@ import logging
 
 from pipeline import logs, settings
 from pipeline.clients import Unreachable, check_kafka, db_pool, temporal_client
+from pipeline.flags import add_flags, overrides
 from pipeline.runtime import Shutdown, serve_http
 from router.settings import RouterSettings, load_router_settings
 
@@ -44,10 +45,7 @@ async def run_router(
 def _run(args: argparse.Namespace) -> int:
     cfg = settings.load_settings(
         "router",
-        kafka__events_topic=args.events_topic,
-        kafka__dlq_topic=args.dlq_topic,
-        temporal__task_queue=args.task_queue,
-        process__metrics_port=args.metrics_port,
+        **overrides(args, "events_topic", "dlq_topic", "task_queue", "metrics_port"),
     )
     rcfg = load_router_settings(
         group=args.group,
@@ -71,11 +69,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     )
     p.add_argument("--group", help="consumer group (INGEST_ROUTER_GROUP, default ingest-router)")
     p.add_argument("--concurrency", type=int, help="concurrent starts (INGEST_ROUTER_CONCURRENCY)")
-    p.add_argument("--events-topic", help="topic to consume (KAFKA_EVENTS_TOPIC)")
-    p.add_argument("--dlq-topic", help="dead-letter topic (KAFKA_DLQ_TOPIC)")
-    p.add_argument("--task-queue", help="workers' task queue (TEMPORAL_TASK_QUEUE)")
-    p.add_argument(
-        "--metrics-port", type=int, help="/metrics port, 0=off (INGEST_METRICS_PORT, 9401)"
+    add_flags(
+        p,
+        "events_topic",
+        "dlq_topic",
+        "task_queue",
+        "metrics_port",
+        events_topic="topic to consume (KAFKA_EVENTS_TOPIC)",
+        metrics_port="/metrics port, 0=off (INGEST_METRICS_PORT, 9401)",
     )
     p.add_argument(
         "--no-ledger",

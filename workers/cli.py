@@ -7,7 +7,17 @@ import asyncio
 
 from pipeline import logs, settings
 from pipeline.clients import Unreachable
+from pipeline.flags import add_flags, overrides
 from pipeline.runtime import Shutdown
+
+_FLAGS = (
+    "task_queue",
+    "temporal_address",
+    "namespace",
+    "database_url",
+    "bootstrap_servers",
+    "metrics_port",
+)
 
 
 async def _main(cfg: settings.Settings, wcfg: object) -> int:
@@ -30,12 +40,7 @@ def _run(args: argparse.Namespace) -> int:
 
     cfg = settings.load_settings(
         "worker",
-        temporal__address=args.temporal_address,
-        temporal__namespace=args.namespace,
-        temporal__task_queue=args.task_queue,
-        database__url=args.database_url,
-        kafka__bootstrap_servers=args.bootstrap_servers,
-        process__metrics_port=args.metrics_port,
+        **overrides(args, *_FLAGS),
         process__log_level=args.log_level,
     )
     wcfg = load_worker_settings(
@@ -65,13 +70,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
             "'ingest.task_handlers' entry point group). Stops cleanly on SIGTERM."
         ),
     )
-    p.add_argument("--task-queue", help="Temporal task queue (env TEMPORAL_TASK_QUEUE)")
-    p.add_argument("--temporal-address", help="host:port (env TEMPORAL_ADDRESS)")
-    p.add_argument("--namespace", help="Temporal namespace (env TEMPORAL_NAMESPACE)")
-    p.add_argument("--database-url", help="PostgreSQL DSN (env DATABASE_URL)")
-    p.add_argument("--bootstrap-servers", help="Kafka brokers (env KAFKA_BOOTSTRAP_SERVERS)")
-    p.add_argument(
-        "--metrics-port", type=int, help="/metrics port, 0 = off (env INGEST_METRICS_PORT, 9402)"
+    add_flags(
+        p,
+        *_FLAGS,
+        task_queue="Temporal task queue (env TEMPORAL_TASK_QUEUE)",
+        metrics_port="/metrics port, 0 = off (env INGEST_METRICS_PORT, 9402)",
     )
     p.add_argument(
         "--sdk-metrics-port",

@@ -20,14 +20,13 @@ import orjson
 
 from pipeline import settings
 from pipeline.clients import Unreachable, db_pool, temporal_client
+from pipeline.flags import add_flags, overrides
+
+_FLAGS = ("temporal_address", "namespace", "database_url")
 
 
 def _settings(args: argparse.Namespace) -> settings.Settings:
-    return settings.load_settings(
-        temporal__address=args.temporal_address,
-        temporal__namespace=args.namespace,
-        database__url=args.database_url,
-    )
+    return settings.load_settings(**overrides(args, *_FLAGS))
 
 
 async def _temporal_state(client: Any, workflow_id: str, run_id: str) -> str:
@@ -137,9 +136,7 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--temporal-address", help="host:port (env TEMPORAL_ADDRESS)")
-    p.add_argument("--namespace", help="Temporal namespace (env TEMPORAL_NAMESPACE)")
-    p.add_argument("--database-url", help="PostgreSQL DSN (env DATABASE_URL)")
+    add_flags(p, *_FLAGS)
     p.set_defaults(func=_run)
 
 
