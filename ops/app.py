@@ -167,8 +167,13 @@ def _api(deps: OpsDeps) -> APIRouter:
 
     approvals.add_routes(api, deps)  # /api/approvals, /api/tasks/{id}/decision (ops.approvals)
 
-    # GET /api/permits: added with the permits feature (issue: permits), here, behind
-    # the same token; the console's "Permits" section already calls it.
+    @api.get("/permits")
+    async def permits(resource: str | None = None) -> dict[str, Any]:
+        """Every acquired permit slot: state, holder task, fencing token, age vs lease."""
+        from workers.permits.report import permit_rows
+
+        return {"permits": await permit_rows(deps.pool, deps.client, resource)}
+
     return api
 
 

@@ -1,8 +1,7 @@
 """``ingest permits list [--resource R]`` and ``ingest permits release R SLOT``.
 
-``list`` reads ``permit_slots`` (holder task, fencing token, age against the
-lease) and asks Temporal whether each slot's permit run is still open, so a
-holder killed without releasing shows as ``closed`` rather than ``held``.
+``list`` prints :func:`workers.permits.report.permit_rows` (the same rows as the
+ops service's ``GET /api/permits``).
 ``release`` signals the slot's *current* run, pinned by run id (``--run-id``
 refuses if a newer holder took the slot meanwhile). The holder's handler is not
 stopped by a release: the next holder gets a higher fencing token, which is what
@@ -14,7 +13,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
-from typing import Any
 
 import orjson
 
@@ -29,49 +27,14 @@ def _settings(args: argparse.Namespace) -> settings.Settings:
     return settings.load_settings(**overrides(args, *_FLAGS))
 
 
-async def _temporal_state(client: Any, workflow_id: str, run_id: str) -> str:
-    """'running' when ``run_id`` is the open run of ``workflow_id``, else 'closed'."""
-    from temporalio.client import WorkflowExecutionStatus
-    from temporalio.service import RPCError
-
-    try:
-        desc = await client.get_workflow_handle(workflow_id, run_id=run_id).describe()
-    except RPCError:
-        return "unknown"
-    return "running" if desc.status == WorkflowExecutionStatus.RUNNING else "closed"
-
-
 async def _list(cfg: settings.Settings, resource: str | None, as_json: bool) -> int:
-    from schemas.ids import permit_workflow_id
-    from workers.permits import store
+    from workers.permits.report import permit_rows
 
     pool = await db_pool(cfg.database)
     try:
-        rows = await store.slots(pool, resource)
+        out = await permit_rows(pool, await temporal_client(cfg.temporal), resource)
     finally:
         await pool.close()
-    client = await temporal_client(cfg.temporal)
-    out: list[dict[str, Any]] = []
-    for r in rows:
-        wf_id = permit_workflow_id(r.resource, r.slot)
-        temporal = (
-            await _temporal_state(client, wf_id, r.run_id) if r.ended_at is None else "closed"
-        )
-        state = r.outcome or ("held" if temporal == "running" else f"{temporal} (not released)")
-        out.append(
-            {
-                "resource": r.resource,
-                "slot": r.slot,
-                "capacity": r.capacity,
-                "state": state,
-                "holder": r.holder,
-                "token": r.token,
-                "permit_run_id": r.run_id,
-                "acquired_at": r.acquired_at.isoformat(),
-                "age_seconds": round(r.age_seconds, 1),
-                "lease_seconds": r.lease_seconds,
-            }
-        )
     if as_json:
         print(orjson.dumps(out, option=orjson.OPT_INDENT_2).decode())
         return 0

@@ -6,8 +6,12 @@ import asyncio
 import sys
 import uuid
 
+import httpx
 import orjson
+from pydantic import SecretStr
 
+from ops.app import OpsDeps, create_app
+from ops.settings import OpsSettings
 from tests.support import ROOT
 from tests.support.runs import event_run, registry_with, start_run
 from tests.support.wait import eventually
@@ -63,6 +67,23 @@ async def test_apply_resources_then_list_and_release_a_held_permit(
         (row,) = orjson.loads(out)
         assert (row["state"], row["token"], row["capacity"]) == ("held", 1, 2)
         assert row["holder"].startswith(f"task-{run.run_id}:hang:")
+        # The ops service's GET /api/permits shows the same rows (behind its token).
+        ops = OpsSettings(host="127.0.0.1", port=0, token=SecretStr("permits-token"))
+        app = create_app(OpsDeps(temporal, db_pool, cfg, ops))
+        async with httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=app), base_url="http://ops"
+        ) as http:
+            assert (await http.get("/api/permits")).status_code == 401
+            resp = await http.get(
+                "/api/permits",
+                params={"resource": res},
+                headers={"Authorization": "Bearer permits-token"},
+            )
+        assert resp.status_code == 200, resp.text
+        (api_row,) = resp.json()["permits"]
+        assert {k: v for k, v in api_row.items() if k != "age_seconds"} == {
+            k: v for k, v in row.items() if k != "age_seconds"
+        }
         code, out = await ingest(cfg, "permits", "release", res, row["slot"], "--run-id", "nope")
         assert code == 1 and "nothing released" in out
         code, out = await ingest(cfg, "permits", "release", res, row["slot"])
