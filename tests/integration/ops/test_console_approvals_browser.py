@@ -6,21 +6,18 @@ the run go on, and the console shows it succeed."""
 from __future__ import annotations
 
 import asyncio
-import tempfile
 from pathlib import Path
 
-from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support import expected_conditions as ec
-from selenium.webdriver.support.ui import WebDriverWait
 
 from schemas.ids import task_workflow_id
 from tests.support import wait
 from workers.approvals.part import approval_part
 from workers.parts import core_part
 
-from .conftest import TOKEN, event_run, insert_activity, start_run
-from .test_console_browser import chromium
+from .conftest import event_run, insert_activity, start_run
+from .test_console_browser import signed_in
 
 APPROVAL = {
     "type": "approval",
@@ -31,45 +28,30 @@ APPROVAL = {
 
 def drive(url: str, task_id: str, shots: Path) -> dict[str, str]:
     seen: dict[str, str] = {}
-    with tempfile.TemporaryDirectory() as profile:
-        browser = chromium(Path(profile))
-        try:
-            wait = WebDriverWait(browser, 60, ignored_exceptions=[StaleElementReferenceException])
-            browser.get(url)
-            wait.until(ec.visibility_of_element_located((By.ID, "token"))).send_keys(TOKEN)
-            browser.find_element(By.ID, "login-button").click()
-            card = (By.CSS_SELECTOR, f'.approval[data-task-id="{task_id}"]')
-            wait.until(ec.visibility_of_element_located(card))
-            found = browser.find_element(*card)
-            seen["card"] = found.text
-            found.find_element(By.NAME, "by").send_keys("mallory")
-            found.find_element(By.CSS_SELECTOR, "button.approve").click()
-            wait.until(lambda b: "may not decide" in b.find_element(*card).text)
-            seen["refused"] = browser.find_element(*card).find_element(By.CLASS_NAME, "msg").text
-            seen["still_signed_in"] = str(
-                not browser.find_element(By.ID, "app").get_attribute("hidden")
-            )
-            by = browser.find_element(*card).find_element(By.NAME, "by")
-            by.clear()
-            by.send_keys("alice")
-            browser.save_screenshot(str(shots / "console-approval.png"))
-            browser.find_element(*card).find_element(By.CSS_SELECTOR, "button.approve").click()
-            wait.until(
-                lambda b: "approved by alice" in b.find_element(By.ID, "approval-flash").text
-            )
-            seen["answer"] = browser.find_element(By.ID, "approval-flash").text
-            wait.until(lambda b: b.find_elements(By.ID, "no-approvals"))
-            run_status = (By.CSS_SELECTOR, ".run-detail .run-status")
-            wait.until(lambda b: b.find_element(*run_status).text == "succeeded")
-            seen["run_status"] = browser.find_element(*run_status).text
-            browser.save_screenshot(str(shots / "console-approved.png"))
-        except Exception as exc:
-            browser.save_screenshot(str(shots / "failure.png"))
-            (shots / "failure.html").write_text(browser.page_source)
-            logs = browser.get_log("browser")
-            raise AssertionError(f"console test failed; see {shots}; browser log: {logs}") from exc
-        finally:
-            browser.quit()
+    with signed_in(url, shots) as (browser, wait):
+        card = (By.CSS_SELECTOR, f'.approval[data-task-id="{task_id}"]')
+        wait.until(ec.visibility_of_element_located(card))
+        found = browser.find_element(*card)
+        seen["card"] = found.text
+        found.find_element(By.NAME, "by").send_keys("mallory")
+        found.find_element(By.CSS_SELECTOR, "button.approve").click()
+        wait.until(lambda b: "may not decide" in b.find_element(*card).text)
+        seen["refused"] = browser.find_element(*card).find_element(By.CLASS_NAME, "msg").text
+        seen["still_signed_in"] = str(
+            not browser.find_element(By.ID, "app").get_attribute("hidden")
+        )
+        by = browser.find_element(*card).find_element(By.NAME, "by")
+        by.clear()
+        by.send_keys("alice")
+        browser.save_screenshot(str(shots / "console-approval.png"))
+        browser.find_element(*card).find_element(By.CSS_SELECTOR, "button.approve").click()
+        wait.until(lambda b: "approved by alice" in b.find_element(By.ID, "approval-flash").text)
+        seen["answer"] = browser.find_element(By.ID, "approval-flash").text
+        wait.until(lambda b: b.find_elements(By.ID, "no-approvals"))
+        run_status = (By.CSS_SELECTOR, ".run-detail .run-status")
+        wait.until(lambda b: b.find_element(*run_status).text == "succeeded")
+        seen["run_status"] = browser.find_element(*run_status).text
+        browser.save_screenshot(str(shots / "console-approved.png"))
     return seen
 
 

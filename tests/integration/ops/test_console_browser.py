@@ -11,6 +11,8 @@ from __future__ import annotations
 import asyncio
 import shutil
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import orjson
@@ -50,9 +52,13 @@ def chromium(profile: Path) -> webdriver.Chrome:
     return webdriver.Chrome(options=options, service=Service(executable_path=CHROMEDRIVER))
 
 
-def drive(url: str, task_id: str, shots: Path) -> dict[str, str]:
-    """The operator's session, step by step (blocking: runs in a thread)."""
-    seen: dict[str, str] = {}
+@contextmanager
+def signed_in(url: str, shots: Path) -> Iterator[tuple[webdriver.Chrome, WebDriverWait]]:
+    """A fresh headless Chromium signed in to the console at ``url``, with a wait.
+
+    On failure it saves ``failure.png`` and ``failure.html`` under ``shots`` and
+    raises with the browser's console log; the browser is always closed.
+    """
     with tempfile.TemporaryDirectory() as profile:
         browser = chromium(Path(profile))
         try:
@@ -61,27 +67,7 @@ def drive(url: str, task_id: str, shots: Path) -> dict[str, str]:
             browser.get(url)
             wait.until(ec.visibility_of_element_located((By.ID, "token"))).send_keys(TOKEN)
             browser.find_element(By.ID, "login-button").click()
-            card = wait.until(
-                ec.visibility_of_element_located(
-                    (By.CSS_SELECTOR, f'.task[data-task-id="{task_id}"]')
-                )
-            )
-            seen["error"] = card.find_element(By.CLASS_NAME, "error").text
-            seen["payload"] = card.find_element(By.CLASS_NAME, "payload").text
-            wait.until(lambda b: "(1)" in b.find_element(By.ID, "dlq-reasons").text)
-            patch = card.find_element(By.NAME, "patch")
-            patch.clear()
-            patch.send_keys('{"amount": 10}')
-            browser.save_screenshot(str(shots / "console-blocked.png"))
-            card.find_element(By.CSS_SELECTOR, "button.fix").click()
-            wait.until(lambda b: "accepted" in b.find_element(By.ID, "flash").text)
-            seen["answer"] = browser.find_element(By.ID, "flash").text
-            wait.until(lambda b: b.find_elements(By.ID, "no-blocked"))
-            run_status = (By.CSS_SELECTOR, ".run-detail .run-status")
-            wait.until(lambda b: b.find_element(*run_status).text == "succeeded")
-            seen["run_status"] = browser.find_element(*run_status).text
-            seen["token_in_page"] = str(TOKEN in browser.page_source)
-            browser.save_screenshot(str(shots / "console-fixed.png"))
+            yield browser, wait
         except Exception as exc:
             browser.save_screenshot(str(shots / "failure.png"))  # to see what went wrong
             (shots / "failure.html").write_text(browser.page_source)
@@ -89,6 +75,31 @@ def drive(url: str, task_id: str, shots: Path) -> dict[str, str]:
             raise AssertionError(f"console test failed; see {shots}; browser log: {logs}") from exc
         finally:
             browser.quit()
+
+
+def drive(url: str, task_id: str, shots: Path) -> dict[str, str]:
+    """The operator's session, step by step (blocking: runs in a thread)."""
+    seen: dict[str, str] = {}
+    with signed_in(url, shots) as (browser, wait):
+        card = wait.until(
+            ec.visibility_of_element_located((By.CSS_SELECTOR, f'.task[data-task-id="{task_id}"]'))
+        )
+        seen["error"] = card.find_element(By.CLASS_NAME, "error").text
+        seen["payload"] = card.find_element(By.CLASS_NAME, "payload").text
+        wait.until(lambda b: "(1)" in b.find_element(By.ID, "dlq-reasons").text)
+        patch = card.find_element(By.NAME, "patch")
+        patch.clear()
+        patch.send_keys('{"amount": 10}')
+        browser.save_screenshot(str(shots / "console-blocked.png"))
+        card.find_element(By.CSS_SELECTOR, "button.fix").click()
+        wait.until(lambda b: "accepted" in b.find_element(By.ID, "flash").text)
+        seen["answer"] = browser.find_element(By.ID, "flash").text
+        wait.until(lambda b: b.find_elements(By.ID, "no-blocked"))
+        run_status = (By.CSS_SELECTOR, ".run-detail .run-status")
+        wait.until(lambda b: b.find_element(*run_status).text == "succeeded")
+        seen["run_status"] = browser.find_element(*run_status).text
+        seen["token_in_page"] = str(TOKEN in browser.page_source)
+        browser.save_screenshot(str(shots / "console-fixed.png"))
     return seen
 
 
