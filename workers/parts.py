@@ -49,7 +49,8 @@ def core_part(deps: PartDeps) -> WorkerPart:
     """RunActivityWorkflow, its TaskInstanceWorkflow children and their activities."""
     from workers.activities import RunActivities
     from workers.fix_audit import FixActivities
-    from workers.workflows import RunActivityWorkflow, TaskInstanceWorkflow
+    from workers.run_workflow import RunActivityWorkflow
+    from workers.task_workflow import TaskInstanceWorkflow
 
     acts = RunActivities(deps.pool, deps.registry, deps.resources)
     fixes = FixActivities(deps.pool)  # TaskInstanceWorkflow's pause-and-fix audit

@@ -26,6 +26,7 @@ from pipeline.runtime import BindError, Shutdown, serve_http
 from pipeline.settings import Settings
 from workers.handlers import Registry, Resources, load_registry
 from workers.parts import PartDeps, PartFactory, WorkerPart, core_part
+from workers.sandbox import workflow_runner
 from workers.settings import WorkerSettings, load_worker_settings
 
 log = logging.getLogger(__name__)
@@ -55,6 +56,7 @@ def build_worker(
         task_queue=settings.temporal.task_queue,
         workflows=[wf for part in parts for wf in part.workflows],
         activities=[act for part in parts for act in part.activities],
+        workflow_runner=workflow_runner(),
         max_concurrent_activities=worker_cfg.max_concurrent_activities,
         max_concurrent_workflow_tasks=worker_cfg.max_concurrent_workflow_tasks,
         graceful_shutdown_timeout=timedelta(seconds=settings.process.shutdown_grace_seconds),

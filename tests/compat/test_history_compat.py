@@ -18,6 +18,7 @@ import pytest
 from temporalio.client import WorkflowHistory
 from temporalio.worker import Replayer
 
+from workers.sandbox import workflow_runner
 from workers.workflows import RunActivityWorkflow, TaskInstanceWorkflow
 
 HISTORIES = sorted((Path(__file__).parent / "histories").glob("*/*.json"))
@@ -40,7 +41,8 @@ def _workflow_id(path: Path) -> str:
 async def test_history_replays_on_current_code(path: Path) -> None:
     text = path.read_text()  # noqa: ASYNC240 (a small fixture file)
     history = WorkflowHistory.from_json(_workflow_id(path), text)
-    result = await Replayer(workflows=[RunActivityWorkflow, TaskInstanceWorkflow]).replay_workflow(
-        history, raise_on_replay_failure=False
+    replayer = Replayer(
+        workflows=[RunActivityWorkflow, TaskInstanceWorkflow], workflow_runner=workflow_runner()
     )
+    result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
     assert result.replay_failure is None, f"{path.name}: {result.replay_failure!r}"

@@ -1,0 +1,115 @@
+"""RunActivityWorkflow: one per trigger; one TaskInstanceWorkflow child per planned task.
+
+Idempotency (the contract, README "The contract"): the run's workflow id and
+``run_id`` come from the trigger; ``log_run`` is an insert-or-nothing; each task
+is a child workflow with the id ``task-{run_id}:{task_type}:{index}`` and
+REJECT_DUPLICATE. On a replay after a worker restart the SDK finds the child
+starts already in history and does not issue them again; the task_instances
+upsert covers activity retries. Workflow code only branches on activity results,
+so it is deterministic.
+
+The workflow sandbox re-executes this module for every workflow instance, so it
+holds the class and nothing else: every import but ``temporalio.workflow`` is
+passed through (loaded once per process).
+"""
+
+from __future__ import annotations
+
+from temporalio import workflow
+
+with workflow.unsafe.imports_passed_through():
+    from temporalio.common import WorkflowIDReusePolicy
+    from temporalio.exceptions import (
+        ActivityError,
+        ApplicationError,
+        ChildWorkflowError,
+        WorkflowAlreadyStartedError,
+    )
+
+    from schemas.ids import task_workflow_id
+    from schemas.workflow_io import (
+        RUN_ACTIVITY_WORKFLOW,
+        FinishRunInput,
+        LogRunInput,
+        PlanTasksInput,
+        PlanTasksResult,
+        RunActivityInput,
+        RunActivityResult,
+        TaskInstanceInput,
+        TaskInstanceResult,
+        TaskSpec,
+    )
+    from workers.activities import RunActivities
+    from workers.approvals.stages import run_in_stages
+    from workers.steps import FINISHED, db_step, describe
+    from workers.task_workflow import TaskInstanceWorkflow
+
+# Patch id of start_run (log_run + plan_tasks as one step). Runs started before it
+# replay their recorded two steps; remove the old branch (workflow.deprecate_patch)
+# once no such run is open.
+_ONE_STEP = "one-step-bookkeeping"
+
+
+@workflow.defn(name=RUN_ACTIVITY_WORKFLOW)
+class RunActivityWorkflow:
+    @workflow.run
+    async def run(self, inp: RunActivityInput) -> RunActivityResult:
+        if workflow.info().workflow_id != inp.workflow_id:
+            raise ApplicationError(
+                f"started as {workflow.info().workflow_id!r} but the input says "
+                f"{inp.workflow_id!r}: start it with the contract id (schemas.ids)",
+                type="WorkflowIdMismatch",
+                non_retryable=True,
+            )
+        try:
+            planned = await self._start(inp)
+        # A failed local activity surfaces as its ApplicationError, not wrapped in
+        # an ActivityError as a regular activity's failure is: catch both.
+        except (ActivityError, ApplicationError) as exc:
+            await self._finish(inp.run_id, "failed")
+            raise ApplicationError(
+                f"planning failed: {describe(exc)}", type="PlanFailed", non_retryable=True
+            ) from exc
+        # An approval task gates the tasks after it (workers/approvals/stages.py): they
+        # are reported skipped when it is not given, and its failure fails the run.
+        results = await run_in_stages(inp.run_id, planned.tasks, lambda s: self._child(inp, s))
+        counts = {s: sum(r.status == s for r in results) for s in FINISHED}
+        # A task an operator skipped does not fail the run (it is counted apart).
+        status = "failed" if counts["failed"] else "succeeded"
+        await self._finish(inp.run_id, status)
+        return RunActivityResult(
+            run_id=inp.run_id,
+            status=status,
+            tasks_total=len(results),
+            tasks_succeeded=counts["succeeded"],
+            tasks_failed=counts["failed"],
+            tasks_duplicate=len(results) - sum(counts.values()),
+            tasks_skipped=counts["skipped"],
+        )
+
+    async def _child(self, inp: RunActivityInput, spec: TaskSpec) -> TaskInstanceResult:
+        task_id = task_workflow_id(inp.run_id, spec.task_type, spec.index)
+        try:
+            return await workflow.execute_child_workflow(
+                TaskInstanceWorkflow.run,
+                TaskInstanceInput(task_id, inp.run_id, inp.activity_id, spec, claim_running=True),
+                id=task_id,
+                id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
+            )
+        except WorkflowAlreadyStartedError:
+            # Only when this run id executes again (e.g. after a reset): the task
+            # already ran under this id, so it is not run again.
+            workflow.logger.info("task %s was already started; not running it again", task_id)
+            return TaskInstanceResult(task_id, "duplicate", "already started")
+        except ChildWorkflowError as exc:
+            return TaskInstanceResult(task_id, "failed", describe(exc))
+
+    async def _start(self, inp: RunActivityInput) -> PlanTasksResult:
+        """log_run + plan_tasks: one step (histories from before the patch replay two)."""
+        if workflow.patched(_ONE_STEP):
+            return await db_step(RunActivities.start_run, PlanTasksInput(inp))  # type: ignore[no-any-return]
+        await db_step(RunActivities.log_run, LogRunInput(inp))
+        return await db_step(RunActivities.plan_tasks, PlanTasksInput(inp))  # type: ignore[no-any-return]
+
+    async def _finish(self, run_id: str, status: str) -> None:
+        await db_step(RunActivities.finish_run, FinishRunInput(run_id, status))

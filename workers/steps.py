@@ -1,0 +1,51 @@
+"""What both workflows share: bookkeeping steps as local activities, and error text.
+
+Workflow code, imported by ``workers.run_workflow`` and ``workers.task_workflow``
+inside ``workflow.unsafe.imports_passed_through()``: it is loaded once per worker
+process, not once per workflow instance. Pure and deterministic (no clock, no I/O
+of its own; the steps are local activities).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from datetime import timedelta
+from typing import Any
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ApplicationError
+
+# Bookkeeping activities only touch PostgreSQL: retry them without limit (a
+# database outage delays runs, never fails them), with a capped backoff.
+DB_RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=1), backoff_coefficient=2.0,
+    maximum_interval=timedelta(seconds=30),
+)  # fmt: skip
+DB_TIMEOUT = timedelta(seconds=30)
+# Task outcomes a run counts; the rest of its tasks are duplicates.
+FINISHED = ("succeeded", "failed", "skipped")
+
+
+async def db_step(method: Callable[[Any, Any], Awaitable[Any]], arg: Any) -> Any:
+    """A bookkeeping step (one short, idempotent PostgreSQL statement) as a local activity.
+
+    Local, not regular: it runs inside the worker's workflow task and is recorded
+    as a marker, so a run costs a handful of server round trips instead of one
+    schedule/poll/complete cycle per row written. That is safe here because each
+    step is an idempotent upsert; a retry after a worker crash repeats it with the
+    same outcome. Task handlers stay regular activities (long, heartbeating).
+    """
+    return await workflow.execute_local_activity_method(
+        method, arg, start_to_close_timeout=DB_TIMEOUT, retry_policy=DB_RETRY
+    )
+
+
+def describe(exc: BaseException) -> str:
+    """``Type: message`` of the innermost cause (what task rows store as last_error)."""
+    cause = exc
+    while cause.__cause__ is not None:
+        cause = cause.__cause__
+    if isinstance(cause, ApplicationError) and cause.type:
+        return f"{cause.type}: {cause.message}"
+    return f"{type(cause).__name__}: {cause}"

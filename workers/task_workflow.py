@@ -1,0 +1,150 @@
+"""TaskInstanceWorkflow: one per planned task (workflow id ``task-{run_id}:{type}:{index}``).
+
+The workflow sandbox re-executes this module for every workflow instance, so it
+holds the class and nothing else: every import but ``temporalio.workflow`` is
+passed through (loaded once per process). Keep it that way; the unit test
+``tests/unit/workers/test_sandbox.py`` fails on an import the sandbox would
+reload per instance.
+"""
+
+from __future__ import annotations
+
+from temporalio import workflow
+
+with workflow.unsafe.imports_passed_through():
+    from datetime import timedelta
+
+    from temporalio.common import RetryPolicy
+    from temporalio.exceptions import ActivityError
+
+    from schemas.approval_io import (
+        APPROVAL_TASK_TYPE,
+        ApprovalDecision,
+        ApprovalResubmission,
+        ApprovalState,
+        ApprovalUpdateResult,
+    )
+    from schemas.workflow_io import (
+        PermitGrant,
+        RunHandlerInput,
+        TaskInstanceInput,
+        TaskInstanceResult,
+        TaskStateInput,
+        TaskStateResult,
+    )
+    from workers.activities import RunActivities
+    from workers.approvals import rules as approval_rules
+    from workers.approvals.flow import ApprovalFlow
+    from workers.fixes import PausableTask
+    from workers.options import handler_options
+    from workers.permits.scope import hold_permit
+    from workers.steps import FINISHED, db_step, describe
+
+
+@workflow.defn(name="TaskInstanceWorkflow")
+class TaskInstanceWorkflow(PausableTask):
+    @workflow.init
+    def __init__(self, inp: TaskInstanceInput) -> None:
+        super().__init__()
+        # Approval tasks wait for a person here (workers/approvals); built before run()
+        # so their updates and query have their state from the first workflow task.
+        self._approval = ApprovalFlow(inp) if inp.spec.task_type == APPROVAL_TASK_TYPE else None
+
+    @workflow.run
+    async def run(self, inp: TaskInstanceInput) -> TaskInstanceResult:
+        if inp.continued is None:  # a run continued as new was claimed by the first one
+            claim = await self._claim(inp)
+            if not claim.claimed:
+                return TaskInstanceResult(inp.task_id, "duplicate")
+            if claim.status in FINISHED:  # finished earlier
+                return TaskInstanceResult(inp.task_id, claim.status)
+        try:
+            if self._approval is not None:
+                await self._approval.run()  # raises ApprovalRejected (a ValueError)
+                status = "succeeded"
+            else:
+                # on_failure=pause: a permanent failure waits for a fix (workers.fixes); the
+                # permit is held per attempt, so a paused task holds none while it waits.
+                status = await self._recoverable(inp, self._attempt, describe)
+        except (ActivityError, ValueError) as exc:
+            error = describe(exc)
+            await self._state(inp, "failed", error)
+            return TaskInstanceResult(inp.task_id, "failed", error)
+        if status == "succeeded":
+            await self._state(inp, "succeeded")
+        return TaskInstanceResult(inp.task_id, status)
+
+    async def _attempt(self, inp: TaskInstanceInput) -> None:
+        """One handler execution, holding the task's permit (if it asks for one)."""
+        async with hold_permit(inp.task_id, inp.spec.permit) as permit:
+            await self._execute(inp, permit)
+
+    async def _execute(self, inp: TaskInstanceInput, permit: PermitGrant | None = None) -> None:
+        """One execution of the task's handler activity, with its own retry policy.
+
+        Raises ActivityError when the handler fails for good (non-retryable, or
+        retries exhausted) and ValueError for a bad handler config.
+        """
+        opts = handler_options(inp.spec.config)
+        await workflow.execute_activity_method(
+            RunActivities.run_handler,
+            RunHandlerInput(inp.task_id, inp.run_id, inp.activity_id, inp.spec, permit),
+            start_to_close_timeout=timedelta(seconds=opts.timeout_seconds),
+            heartbeat_timeout=timedelta(seconds=opts.heartbeat_timeout_seconds),
+            retry_policy=RetryPolicy(
+                initial_interval=timedelta(seconds=opts.retry_initial_seconds),
+                backoff_coefficient=2.0,
+                maximum_interval=timedelta(seconds=opts.retry_max_interval_seconds),
+                maximum_attempts=opts.max_attempts,
+            ),
+        )
+
+    async def _claim(self, inp: TaskInstanceInput) -> TaskStateResult:
+        """Claim the task and mark it running: one step (children started before
+        ``claim_running`` existed replay the two steps they recorded)."""
+        if inp.claim_running:
+            return await db_step(  # type: ignore[no-any-return]
+                RunActivities.set_task_state,
+                TaskStateInput(inp.task_id, inp.run_id, inp.spec, "running", claim=True),
+            )
+        claim = await self._state(inp, "pending")
+        if claim.claimed and claim.status not in FINISHED:
+            await self._state(inp, "running")
+        return claim
+
+    async def _state(
+        self, inp: TaskInstanceInput, status: str, error: str | None = None
+    ) -> TaskStateResult:
+        return await db_step(  # type: ignore[no-any-return]
+            RunActivities.set_task_state,
+            TaskStateInput(inp.task_id, inp.run_id, inp.spec, status, error),
+        )
+
+    # --- approvals: thin handlers; the logic is workers/approvals/flow.py ------------
+
+    @workflow.update
+    async def decide(self, d: ApprovalDecision) -> ApprovalUpdateResult:
+        return await self._flow().decide(d)
+
+    @decide.validator
+    def _check_decide(self, d: ApprovalDecision) -> None:
+        self._flow().check_decision(d)
+
+    @workflow.update
+    async def resubmit(self, r: ApprovalResubmission) -> ApprovalUpdateResult:
+        return await self._flow().resubmit(r)
+
+    @resubmit.validator
+    def _check_resubmit(self, r: ApprovalResubmission) -> None:
+        self._flow().check_resubmission(r)
+
+    @workflow.query
+    def approval(self) -> ApprovalState | None:
+        return self._approval.snapshot() if self._approval is not None else None
+
+    def _flow(self) -> ApprovalFlow:
+        if self._approval is None:
+            raise approval_rules.refuse(
+                approval_rules.NOT_AN_APPROVAL, f"{workflow.info().workflow_id} is not an approval"
+            )
+        return self._approval
