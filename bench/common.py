@@ -8,7 +8,8 @@ import os
 import sys
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -168,16 +169,23 @@ def event(event_type: str, event_id: str | None, i: int) -> bytes:
     return orjson.dumps(doc)
 
 
+@asynccontextmanager
+async def started_producer(cfg: settings.KafkaSettings) -> AsyncIterator[AIOKafkaProducer]:
+    """The pipeline's own idempotent producer, started, stopped on exit."""
+    producer = kafka.producer(cfg)
+    await producer.start()
+    try:
+        yield producer
+    finally:
+        await producer.stop()
+
+
 async def produce(
     cfg: settings.KafkaSettings, topic: str, records: list[tuple[bytes, bytes]]
 ) -> None:
     """Produce (key, value) records as fast as the idempotent producer allows."""
-    producer = kafka.producer(cfg)
-    await producer.start()
-    try:
+    async with started_producer(cfg) as producer:
         await _send_all(producer, topic, records)
-    finally:
-        await producer.stop()
 
 
 async def _send_all(
@@ -187,6 +195,38 @@ async def _send_all(
     for i in range(0, len(records), chunk):
         futs = [await producer.send(topic, v, key=k) for k, v in records[i : i + chunk]]
         await asyncio.gather(*futs)
+
+
+async def closed_loop(
+    n: int, in_flight: int, one: Callable[[int], Awaitable[object]]
+) -> list[float]:
+    """Run ``one(0) .. one(n-1)`` with ``in_flight`` of them running at any time.
+
+    A closed loop: the next one starts when one finishes, so the system under test
+    sees a steady ``in_flight`` load instead of a burst. Returns each finish time
+    (``time.perf_counter()``), in finish order.
+    """
+    todo = iter(range(n))
+    finishes: list[float] = []
+
+    async def lane() -> None:
+        for i in todo:  # shared: each lane takes the next index
+            await one(i)
+            finishes.append(time.perf_counter())
+
+    await asyncio.gather(*(lane() for _ in range(min(in_flight, n))))
+    return finishes
+
+
+def steady_rate(finishes: Sequence[float], trim: float = 0.1) -> float:
+    """Finishes per second between the first and last ``trim`` of them (ramp-up and
+    drain left out); all of them when there are too few to trim."""
+    cut = int(len(finishes) * trim)
+    lo, hi = cut, len(finishes) - 1 - cut
+    if hi - lo < 2:
+        lo, hi = 0, len(finishes) - 1
+    span = finishes[hi] - finishes[lo]
+    return (hi - lo) / span if span > 0 else float("nan")
 
 
 @dataclass

@@ -12,13 +12,19 @@ that with 4 tasks):
 * (c) the full pipeline: events on the raw topic -> ``ingest ingress`` ->
   ``ingest router`` (real processes) -> the same worker.
 
-A run is finished when its workflow result is in (for (b) and (c) that is after
-``finish_run`` set ``activity_runs.finished_at``; the count of such rows is
-checked). Every worker runs in this process with the same Temporal ``Worker``
+All three are driven the same way, as a closed loop (``bench.common.closed_loop``):
+``BENCH_E2E_IN_FLIGHT`` runs (default: the router's start concurrency, 64) are in
+flight at any time; when one finishes the next is started ((a), (b)) or its event
+produced ((c)). So no phase is a burst the others are not, and the servers see
+the same load shape. A run is finished when its workflow result is in (for (b)
+and (c) that is after ``finish_run`` set ``activity_runs.finished_at``; the count
+of such rows is checked). Rates are finished runs/s between the first and last
+10 % of finishes (ramp-up and drain left out; the whole-phase rate is in the
+JSON too). Every worker runs in this process with the same Temporal ``Worker``
 settings (``workers.worker.build_worker``). Ratios: b/a (the project's workflow
 on top of Temporal, goal >= 0.85) and c/b (Kafka and routing, goal >= 0.9).
-Alongside: CPU seconds per run of each process group and the history shape of
-one run of each kind (events, workflow tasks, activity tasks, markers).
+Alongside: CPU ms per run of each process group and the history shape of one
+run of each kind (events, workflow tasks, activity tasks, markers).
 """
 
 from __future__ import annotations
@@ -38,14 +44,16 @@ from temporalio.service import RPCError, RPCStatusCode
 from bench.common import (
     RESULTS,
     Env,
+    closed_loop,
     drop_env,
     event,
     make_env,
     process_env,
-    produce,
     seed_activity,
     spawn,
     start_worker,
+    started_producer,
+    steady_rate,
     verdict,
     write_result,
 )
@@ -64,28 +72,25 @@ from workers.workflows import RunActivityWorkflow
 NAME = "e2e"
 SHAPES = (1, 4)
 GOAL_B_A, GOAL_C_B = 0.85, 0.9
-START_CONCURRENCY = RouterSettings().concurrency  # the router's own default
 
 
-async def _gather_limited(n: int, make: Callable[[int], Awaitable[Any]]) -> list[Any]:
-    sem = asyncio.Semaphore(START_CONCURRENCY)
-
-    async def one(i: int) -> Any:
-        async with sem:
-            return await make(i)
-
-    return await asyncio.gather(*(one(i) for i in range(n)))
+def in_flight() -> int:
+    """Runs in flight in every phase: ``BENCH_E2E_IN_FLIGHT``, else the router's concurrency."""
+    return int(os.environ.get("BENCH_E2E_IN_FLIGHT", "0")) or RouterSettings().concurrency
 
 
-async def _finish(handles: list[WorkflowHandle[Any, Any]]) -> None:
-    await asyncio.gather(*(_result(h) for h in handles))
+# A phase: (perf_counter at its start, each run's finish time, the runs' workflow ids)
+Phase = tuple[float, list[float], list[str]]
 
 
-async def _result(handle: WorkflowHandle[Any, Any], tries: int = 1200) -> None:
+async def _result(handle: WorkflowHandle[Any, Any], tries: int = 400) -> None:
     """The workflow's result; for (c) the router may not have started it yet.
 
-    Counts tries rather than reading the clock: this VM's clocks can jump.
+    Counts tries rather than reading the clock: this VM's clocks can jump. The
+    wait between tries grows from 20 ms to 0.5 s, so a run started soon after
+    its event is not held back by a long sleep.
     """
+    pause = 0.02
     for _ in range(tries):
         try:
             await handle.result()
@@ -93,27 +98,32 @@ async def _result(handle: WorkflowHandle[Any, Any], tries: int = 1200) -> None:
         except RPCError as exc:
             if exc.status != RPCStatusCode.NOT_FOUND:
                 raise
-            await asyncio.sleep(0.5)
+            await asyncio.sleep(pause)
+            pause = min(pause * 2, 0.5)
     raise TimeoutError(f"{handle.id} was never started")
 
 
-async def bare_runs(client: Client, queue: str, tasks: int, n: int) -> tuple[float, list[str]]:
-    """(a): ``n`` bare parents started directly; seconds to the last result."""
+async def _loop(n: int, one: Callable[[int], Awaitable[object]]) -> tuple[float, list[float]]:
+    t0 = time.perf_counter()
+    return t0, await closed_loop(n, in_flight(), one)
+
+
+async def bare_runs(client: Client, queue: str, tasks: int, n: int) -> Phase:
+    """(a): bare parents started directly, ``in_flight()`` at a time."""
     tag = uuid.uuid4().hex[:8]
     wids = [f"bench-bare-{tag}-{i}" for i in range(n)]
-    t0 = time.perf_counter()
-    handles = await _gather_limited(
-        n,
-        lambda i: client.start_workflow(
+
+    async def one(i: int) -> None:
+        handle = await client.start_workflow(
             BareParent.run,
             BareInput(tasks),
             id=wids[i],
             task_queue=queue,
             id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
-        ),
-    )
-    await _finish(handles)
-    return time.perf_counter() - t0, wids
+        )
+        await handle.result()
+
+    return *await _loop(n, one), wids
 
 
 def _run_input(activity_id: str, event_id: str, event_type: str) -> RunActivityInput:
@@ -122,39 +132,37 @@ def _run_input(activity_id: str, event_id: str, event_type: str) -> RunActivityI
     return RunActivityInput(activity_id, wid, str(run_id_for(wid)), "event", event_id, doc)
 
 
-async def direct_runs(env: Env, activity_id: str, n: int) -> tuple[float, list[str]]:
-    """(b): ``n`` RunActivityWorkflow started directly with the contract id."""
+async def direct_runs(env: Env, activity_id: str, n: int) -> Phase:
+    """(b): RunActivityWorkflow started directly with the contract id, ``in_flight()`` at a time."""
     runs = [_run_input(activity_id, uuid.uuid4().hex, "bench.e2e.direct") for _ in range(n)]
-    t0 = time.perf_counter()
-    handles = await _gather_limited(
-        n,
-        lambda i: env.client.start_workflow(
+
+    async def one(i: int) -> None:
+        handle = await env.client.start_workflow(
             RunActivityWorkflow.run,
             runs[i],
             id=runs[i].workflow_id,
             task_queue=env.cfg.temporal.task_queue,
             id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
-        ),
-    )
-    await _finish(handles)
-    return time.perf_counter() - t0, [r.workflow_id for r in runs]
+        )
+        await handle.result()
+
+    return *await _loop(n, one), [r.workflow_id for r in runs]
 
 
-async def pipeline_runs(
-    env: Env, activity_id: str, event_type: str, n: int
-) -> tuple[float, list[str]]:
-    """(c): ``n`` events on the raw topic; seconds from the first produce to the last result."""
+async def pipeline_runs(env: Env, activity_id: str, event_type: str, n: int) -> Phase:
+    """(c): events on the raw topic, ``in_flight()`` unfinished at a time; each is done
+    when the run the router started for it has its result."""
     tag = uuid.uuid4().hex[:8]
     ids = [f"{tag}-{i}" for i in range(n)]
     wids = [event_workflow_id(activity_id, e) for e in ids]
-    t0 = time.perf_counter()
-    await produce(
-        env.cfg.kafka,
-        env.cfg.kafka.raw_topic,
-        [(e.encode(), event(event_type, e, i)) for i, e in enumerate(ids)],
-    )
-    await _finish([env.client.get_workflow_handle(w) for w in wids])
-    return time.perf_counter() - t0, wids
+    topic = env.cfg.kafka.raw_topic
+    async with started_producer(env.cfg.kafka) as producer:
+
+        async def one(i: int) -> None:
+            await producer.send_and_wait(topic, event(event_type, ids[i], i), key=ids[i].encode())
+            await _result(env.client.get_workflow_handle(wids[i]))
+
+        return *await _loop(n, one), wids
 
 
 def _children(kind: str, wid: str, tasks: int) -> list[str]:
@@ -170,16 +178,23 @@ class Bench:
         self.env, self.meter, self.bare_queue = env, meter, bare_queue
 
     async def phase(
-        self, kind: str, tasks: int, n: int, go: Callable[[], Awaitable[tuple[float, list[str]]]]
+        self, kind: str, tasks: int, n: int, go: Callable[[], Awaitable[Phase]]
     ) -> dict[str, Any]:
         self.meter.start()
-        seconds, wids = await go()
+        wall0 = time.time()
+        t0, finishes, wids = await go()
+        wall = time.time() - wall0
         cpu = self.meter.stop()
         shape = await history_shape(self.env.client, [wids[0], *_children(kind, wids[0], tasks)])
+        seconds = finishes[-1] - t0
         return {
             "runs": n,
+            "in_flight": in_flight(),
             "seconds": round(seconds, 2),
-            "runs_per_second": round(n / seconds, 2),
+            # this VM's monotonic clock has jumped before: a second clock to compare
+            "wall_seconds": round(wall, 2),
+            "runs_per_second": round(steady_rate(finishes), 2),
+            "whole_phase_runs_per_second": round(n / seconds, 2),
             "cpu_ms_per_run": {k: round(v * 1000 / n, 1) for k, v in cpu.items()},
             "history_per_run": shape,
         }
@@ -275,9 +290,11 @@ def _print(r: dict[str, Any]) -> None:
         f = r[kind]
         cpu = ", ".join(f"{k} {v}" for k, v in f["cpu_ms_per_run"].items())
         h = f["history_per_run"]
+        clock = "" if abs(f["wall_seconds"] - f["seconds"]) <= 0.05 * f["seconds"] else " CLOCKS?"
         print(
-            f"({kind}) {label:<20} {f['runs_per_second']:>6} runs/s ({f['runs']} runs, "
-            f"{f['seconds']} s); CPU ms/run: {cpu}; history/run: {h.get('events')} events, "
+            f"({kind}) {label:<20} {f['runs_per_second']:>6} runs/s (whole phase "
+            f"{f['whole_phase_runs_per_second']}; {f['runs']} runs, {f['in_flight']} in flight, "
+            f"{f['seconds']} s{clock}); CPU ms/run: {cpu}; history/run: {h.get('events')} events, "
             f"{h.get('workflow_tasks')} workflow tasks, {h.get('activity_tasks')} activity "
             f"tasks, {h.get('local_activity_markers', 0)} markers"
         )

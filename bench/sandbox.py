@@ -1,0 +1,87 @@
+"""What the workflow sandbox costs per workflow instance, before any activation.
+
+For each workflow class, ``BENCH_SANDBOX_INSTANCES`` (default 200) sandboxed
+instances are created the way the worker creates one per workflow run (the
+sandbox loads the workflow's module afresh, applies ``workflow.defn`` again, and
+builds the instance). Printed in ms per instance, for the worker's runner
+(``workers.sandbox.workflow_runner``) and, for comparison, with the workflow's own
+module passed through too (what the reload itself costs). ``bench.e2e.bare``'s
+classes are the floor. CPU only, no server; ``BENCH_SANDBOX_PROFILE=1`` adds a
+cProfile of the worker's runner (top 25 by cumulative time).
+
+``python -m bench.sandbox`` (not part of ``make bench``: a diagnostic).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import cProfile
+import io
+import os
+import pstats
+import time
+from typing import Any
+
+from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
+
+from bench.common import write_result
+from bench.e2e.bare import BareChild, BareParent
+from workers.run_workflow import RunActivityWorkflow
+from workers.sandbox import instance_details, reloaded_modules, restrictions, workflow_runner
+from workers.task_workflow import TaskInstanceWorkflow
+
+NAME = "sandbox"
+CLASSES = (RunActivityWorkflow, TaskInstanceWorkflow, BareParent, BareChild)
+
+
+def per_instance_ms(cls: type, runner: SandboxedWorkflowRunner, k: int) -> float:
+    det = instance_details(cls)
+    runner.create_instance(det)  # warm: host-side imports, caches
+    t0 = time.perf_counter()
+    for _ in range(k):
+        runner.create_instance(det)
+    return round((time.perf_counter() - t0) * 1000 / k, 3)
+
+
+def _profile(k: int) -> str:
+    runner = workflow_runner()
+    prof = cProfile.Profile()
+    prof.enable()
+    for cls in CLASSES[:2]:
+        det = instance_details(cls)
+        for _ in range(k):
+            runner.create_instance(det)
+    prof.disable()
+    out = io.StringIO()
+    pstats.Stats(prof, stream=out).sort_stats("cumulative").print_stats(25)
+    return out.getvalue()
+
+
+async def run(k: int | None = None) -> dict[str, Any]:
+    k = k or int(os.environ.get("BENCH_SANDBOX_INSTANCES", "200"))
+    rows: dict[str, dict[str, Any]] = {}
+    for cls in CLASSES:
+        module_passed = SandboxedWorkflowRunner(
+            restrictions=restrictions().with_passthrough_modules(cls.__module__)
+        )
+        rows[cls.__name__] = {
+            "module": cls.__module__,
+            "reloaded": await reloaded_modules(cls),
+            "ms_per_instance": per_instance_ms(cls, workflow_runner(), k),
+            "ms_per_instance_module_passed_through": per_instance_ms(cls, module_passed, k),
+        }
+    figures = {"instances": k, "classes": rows, "date": time.strftime("%Y-%m-%d")}
+    write_result(NAME, figures)
+    for name, r in rows.items():
+        print(
+            f"{name:<22} {r['ms_per_instance']:>7} ms/instance "
+            f"({r['ms_per_instance_module_passed_through']} ms with its module passed through); "
+            f"reloads {', '.join(r['reloaded'])}"
+        )
+    if os.environ.get("BENCH_SANDBOX_PROFILE") == "1":
+        print(_profile(k))
+    return figures
+
+
+if __name__ == "__main__":
+    asyncio.run(run())
