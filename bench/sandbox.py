@@ -26,9 +26,8 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 from bench.common import write_result
 from bench.e2e.bare import BareChild, BareParent
-from workers.run_workflow import RunActivityWorkflow
 from workers.sandbox import instance_details, reloaded_modules, restrictions, workflow_runner
-from workers.task_workflow import TaskInstanceWorkflow
+from workers.workflows import RunActivityWorkflow, TaskInstanceWorkflow
 
 NAME = "sandbox"
 CLASSES = (RunActivityWorkflow, TaskInstanceWorkflow, BareParent, BareChild)
