@@ -112,6 +112,11 @@ class TaskSpec:
     on_failure: str = "fail"  # "fail" | "pause" (see schemas.definitions.TaskDef)
     permit: PermitRequest | None = None
 
+    def key_only(self) -> TaskSpec:
+        """The spec without its content (payload, config, ...): what a task state
+        change needs (its type and index), so the payload is not sent again."""
+        return TaskSpec(self.task_type, self.index)
+
 
 @dataclass(frozen=True)
 class PlanTasksInput:
@@ -161,6 +166,7 @@ class TaskInstanceResult:
 class TaskStateInput:
     task_id: str
     run_id: str
+    # Whole only when claiming (the row stores its payload); otherwise key_only().
     spec: TaskSpec
     status: str  # "pending" | "running" | "pending_fix" | "succeeded" | "failed" | "skipped"
     error: str | None = None

@@ -115,9 +115,12 @@ class TaskInstanceWorkflow(PausableTask):
     async def _state(
         self, inp: TaskInstanceInput, status: str, error: str | None = None
     ) -> TaskStateResult:
+        # Only a claim ("pending") stores the spec; other steps send its key, not the
+        # payload again (a step's input is not in history, so replay is unaffected).
+        spec = inp.spec if status == "pending" else inp.spec.key_only()
         return await db_step(  # type: ignore[no-any-return]
             RunActivities.set_task_state,
-            TaskStateInput(inp.task_id, inp.run_id, inp.spec, status, error),
+            TaskStateInput(inp.task_id, inp.run_id, spec, status, error),
         )
 
     # --- approvals: thin handlers; the logic is workers/approvals/flow.py ------------
