@@ -70,7 +70,7 @@ from workers.worker import build_worker
 from workers.workflows import RunActivityWorkflow
 
 NAME = "e2e"
-SHAPES = (1, 4)
+SHAPES = (1, 4)  # tasks per run; BENCH_E2E_SHAPES=1 measures one shape only
 GOAL_B_A, GOAL_C_B = 0.85, 0.9
 
 
@@ -227,6 +227,11 @@ class Bench:
         return {"tasks": tasks, "a": a, "b": b, "c": c, "b_a": round(b_a, 3), "c_b": round(c_b, 3)}
 
 
+def _shapes() -> tuple[int, ...]:
+    given = os.environ.get("BENCH_E2E_SHAPES", "")
+    return tuple(int(t) for t in given.split(",") if t.strip()) or SHAPES
+
+
 def _tasks(n: int) -> list[dict[str, Any]]:
     return [{"type": "noop", "count": n}]
 
@@ -258,15 +263,16 @@ async def measure(env: Env, n: int) -> list[dict[str, Any]]:
     bare_queue, bare = _bare_worker(env)
     bare_task = asyncio.create_task(bare.run())
     # before the router starts: it reads its catalog at start-up (then every 10 s)
-    etypes = {tasks: f"bench.e2e.pipeline.{tasks}" for tasks in SHAPES}
-    aids = {t: await seed_activity(env.pool, etypes[t], _tasks(t)) for t in SHAPES}
+    shapes = _shapes()
+    etypes = {tasks: f"bench.e2e.pipeline.{tasks}" for tasks in shapes}
+    aids = {t: await seed_activity(env.pool, etypes[t], _tasks(t)) for t in shapes}
     procs = await _pipeline_procs(env)
     meter = CpuMeter(find_pids(int(env.cfg.temporal.address.rpartition(":")[2])))
     meter.add("ingress+router", [p.pid for p in procs])
     bench = Bench(env, meter, bare_queue)
     results = []
     try:
-        for tasks in SHAPES:
+        for tasks in shapes:
             aid, etype = aids[tasks], etypes[tasks]
             # warm-up: the processes import, join their groups and route one event
             await pipeline_runs(env, aid, etype, 1)
