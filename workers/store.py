@@ -186,21 +186,25 @@ async def advance_task(
 async def _advance(
     conn: asyncpg.Connection, task_id: str, status: str, error: str | None
 ) -> TaskRow | None:
-    changed = await conn.fetchval(
-        "UPDATE task_instances SET status = $2,"
+    # One statement: the update, else the row as it is (the outer SELECT reads the
+    # snapshot before the update, used only when nothing was updated).
+    row = await conn.fetchrow(
+        "WITH upd AS (UPDATE task_instances SET status = $2,"
         " attempts = CASE WHEN $2 = 'running' THEN attempts + 1 ELSE attempts END,"
         " last_error = CASE WHEN $2 = 'running' THEN last_error ELSE $3 END,"
         " updated_at = now()"
-        " WHERE id = $1 AND status = ANY($4::text[]) RETURNING true",
+        " WHERE id = $1 AND status = ANY($4::text[]) RETURNING status, duplicate_of)"
+        " SELECT status, duplicate_of, true AS changed FROM upd"
+        " UNION ALL SELECT status, duplicate_of, false FROM task_instances"
+        " WHERE id = $1 AND NOT EXISTS (SELECT 1 FROM upd)",
         task_id,
         status,
         error,
         ALLOWED_FROM[status],
     )
-    row = await _current(conn, task_id)
     if row is None:
         return None
-    return TaskRow(row["status"], bool(changed), row["duplicate_of"])
+    return TaskRow(row["status"], row["changed"], row["duplicate_of"])
 
 
 async def record_attempt(
