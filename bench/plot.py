@@ -33,6 +33,7 @@ def _e2e(ax: Any) -> None:
         ax.set_title("e2e: no results")
         return
     shapes = json.loads(f.read_text())["shapes"]
+    in_flight = shapes[0]["a"].get("in_flight", "?") if shapes else "?"
     width = 0.25
     for j, (kind, label) in enumerate(
         (("a", "(a) bare"), ("b", "(b) workflow"), ("c", "(c) pipeline"))
@@ -44,7 +45,7 @@ def _e2e(ax: Any) -> None:
         [f"{s['tasks']} task(s)\nb/a {s['b_a']}, c/b {s['c_b']}" for s in shapes],
     )
     ax.set_ylabel("finished runs/s")
-    ax.set_title("e2e (goals b/a >= 0.85, c/b >= 0.9)")
+    ax.set_title(f"e2e, {in_flight} runs in flight (goals b/a >= 0.85, c/b >= 0.9)")
     ax.legend()
 
 
