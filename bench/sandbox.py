@@ -1,13 +1,13 @@
 """What the workflow sandbox costs per workflow instance, before any activation.
 
 For each workflow class, ``BENCH_SANDBOX_INSTANCES`` (default 200) sandboxed
-instances are created the way the worker creates one per workflow run (the
-sandbox loads the workflow's module afresh, applies ``workflow.defn`` again, and
-builds the instance). Printed in ms per instance, for the worker's runner
-(``workers.sandbox.workflow_runner``) and, for comparison, with the workflow's own
-module passed through too (what the reload itself costs). ``bench.e2e.bare``'s
-classes are the floor. CPU only, no server; ``BENCH_SANDBOX_PROFILE=1`` adds a
-cProfile of the worker's runner (top 25 by cumulative time).
+instances are created the way the worker creates one per workflow run. Printed in
+ms per instance, twice: with the workflow's module reloaded per instance (the
+sandbox's default: it loads the module afresh and applies ``workflow.defn``
+again) and with the module passed through (``WorkerPart.passthrough``, what the
+worker does now). ``bench.e2e.bare``'s classes for comparison. CPU only, no
+server; ``BENCH_SANDBOX_PROFILE=1`` adds a cProfile of the reloading runner (top
+25 by cumulative time).
 
 ``python -m bench.sandbox`` (not part of ``make bench``: a diagnostic).
 """
@@ -22,18 +22,16 @@ import pstats
 import time
 from typing import Any
 
-from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
-
 from bench.common import write_result
 from bench.e2e.bare import BareChild, BareParent
-from workers.sandbox import instance_details, reloaded_modules, restrictions, workflow_runner
+from workers.sandbox import instance_details, reloaded_modules, workflow_runner
 from workers.workflows import RunActivityWorkflow, TaskInstanceWorkflow
 
 NAME = "sandbox"
 CLASSES = (RunActivityWorkflow, TaskInstanceWorkflow, BareParent, BareChild)
 
 
-def per_instance_ms(cls: type, runner: SandboxedWorkflowRunner, k: int) -> float:
+def per_instance_ms(cls: type, runner: Any, k: int) -> float:
     det = instance_details(cls)
     runner.create_instance(det)  # warm: host-side imports, caches
     t0 = time.perf_counter()
@@ -60,12 +58,10 @@ async def run(k: int | None = None) -> dict[str, Any]:
     k = k or int(os.environ.get("BENCH_SANDBOX_INSTANCES", "200"))
     rows: dict[str, dict[str, Any]] = {}
     for cls in CLASSES:
-        module_passed = SandboxedWorkflowRunner(
-            restrictions=restrictions().with_passthrough_modules(cls.__module__)
-        )
+        module_passed = workflow_runner(cls.__module__)
         rows[cls.__name__] = {
             "module": cls.__module__,
-            "reloaded": await reloaded_modules(cls),
+            "reloaded": await reloaded_modules(cls, workflow_runner()),
             "ms_per_instance": per_instance_ms(cls, workflow_runner(), k),
             "ms_per_instance_module_passed_through": per_instance_ms(cls, module_passed, k),
         }

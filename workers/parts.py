@@ -40,9 +40,17 @@ class WorkerPart:
     activities: Sequence[Callable[..., Any]] = ()
     # Coroutines run beside the worker (e.g. gauge refreshers), cancelled at shutdown.
     background: Sequence[Callable[[], Coroutine[Any, Any, None]]] = ()
+    # Modules of these workflows the sandbox may load once per process instead of once
+    # per workflow instance (workers.sandbox): only modules that hold workflow classes
+    # and no mutable module state, importing everything else passed through.
+    passthrough: Sequence[str] = ()
 
 
 PartFactory = Callable[[PartDeps], WorkerPart]
+
+
+# The run's workflow modules: stateless, every import passed through (workers.sandbox).
+CORE_WORKFLOW_MODULES = ("workers.run_workflow", "workers.task_workflow")
 
 
 def core_part(deps: PartDeps) -> WorkerPart:
@@ -55,5 +63,8 @@ def core_part(deps: PartDeps) -> WorkerPart:
     acts = RunActivities(deps.pool, deps.registry, deps.resources)
     fixes = FixActivities(deps.pool)  # TaskInstanceWorkflow's pause-and-fix audit
     return WorkerPart(
-        "runs", (RunActivityWorkflow, TaskInstanceWorkflow), [*acts.all(), *fixes.all()]
+        "runs",
+        (RunActivityWorkflow, TaskInstanceWorkflow),
+        [*acts.all(), *fixes.all()],
+        passthrough=CORE_WORKFLOW_MODULES,
     )

@@ -2,12 +2,21 @@
 
 Temporal's sandbox executes a workflow's own module afresh for every workflow
 instance (its module state stays per-instance) and loads every other module it is
-not told to pass through afresh too. A module passed through is loaded once per
-process and shared. The run's workflow modules (``workers.run_workflow``,
-``workers.task_workflow``) import everything inside
-``workflow.unsafe.imports_passed_through()``, so an instance costs one small
-module; :func:`reloaded_modules` lists what an instance loads, for tests and
-``bench.sandbox``.
+not told to pass through afresh too; a module passed through is loaded once per
+process and shared. Reloading a workflow module and re-applying ``workflow.defn``
+to its class costs 4-8 ms of the worker's event loop per instance (``python -m
+bench.sandbox``), two instances per one-task run.
+
+So the run's workflow modules (``workers.parts.CORE_WORKFLOW_MODULES``) are
+passed through too (a part lists them in ``WorkerPart.passthrough``). That is
+safe because they hold the workflow classes and no module state, and import
+everything else inside ``workflow.unsafe.imports_passed_through()``, as the
+workflow logic they call (pause-and-fix, approvals, permits) already was. What
+is given up: a call like ``datetime.now()`` written directly in those two modules
+is no longer caught by the sandbox (the determinism rules still apply; replay
+tests still catch the effect). The sandbox's other protections (restricted
+builtins, per-instance state of every other workflow) stay.
+:func:`reloaded_modules` lists what an instance loads, for tests and ``bench.sandbox``.
 """
 
 from __future__ import annotations
@@ -28,13 +37,14 @@ from temporalio.workflow import _Definition
 PASSTHROUGH = ("schemas",)
 
 
-def restrictions() -> SandboxRestrictions:
-    return SandboxRestrictions.default.with_passthrough_modules(*PASSTHROUGH)
+def restrictions(*workflow_modules: str) -> SandboxRestrictions:
+    return SandboxRestrictions.default.with_passthrough_modules(*PASSTHROUGH, *workflow_modules)
 
 
-def workflow_runner() -> SandboxedWorkflowRunner:
-    """The runner of the worker (``workers.worker.build_worker``) and of replay tests."""
-    return SandboxedWorkflowRunner(restrictions=restrictions())
+def workflow_runner(*workflow_modules: str) -> SandboxedWorkflowRunner:
+    """The runner of the worker (``workers.worker.build_worker``) and of replay tests,
+    passing ``workflow_modules`` (the parts' ``passthrough``) through as well."""
+    return SandboxedWorkflowRunner(restrictions=restrictions(*workflow_modules))
 
 
 def instance_details(workflow_class: type) -> WorkflowInstanceDetails:

@@ -56,7 +56,7 @@ def build_worker(
         task_queue=settings.temporal.task_queue,
         workflows=[wf for part in parts for wf in part.workflows],
         activities=[act for part in parts for act in part.activities],
-        workflow_runner=workflow_runner(),
+        workflow_runner=workflow_runner(*(m for part in parts for m in part.passthrough)),
         max_concurrent_activities=worker_cfg.max_concurrent_activities,
         max_concurrent_workflow_tasks=worker_cfg.max_concurrent_workflow_tasks,
         graceful_shutdown_timeout=timedelta(seconds=settings.process.shutdown_grace_seconds),

@@ -13,6 +13,9 @@ from datetime import timedelta
 
 from temporalio import activity, workflow
 
+# Passed through the sandbox like the project's workflow modules (workers.sandbox).
+BARE_MODULES = ("bench.e2e.bare",)
+
 
 @dataclass(frozen=True)
 class BareInput:

@@ -57,7 +57,7 @@ from bench.common import (
     verdict,
     write_result,
 )
-from bench.e2e.bare import BareChild, BareInput, BareParent, bare_noop
+from bench.e2e.bare import BARE_MODULES, BareChild, BareInput, BareParent, bare_noop
 from bench.e2e.probe import CpuMeter, find_pids, history_shape
 from pipeline.parts import worker_parts
 from pipeline.settings import Settings
@@ -241,7 +241,8 @@ def _bare_worker(env: Env) -> tuple[str, Any]:
     cfg: Settings = env.cfg.model_copy(
         update={"temporal": env.cfg.temporal.model_copy(update={"task_queue": queue})}
     )
-    part = WorkerPart("bare", (BareParent, BareChild), [bare_noop])
+    # the same sandbox treatment as the project's workflows: module passed through
+    part = WorkerPart("bare", (BareParent, BareChild), [bare_noop], passthrough=BARE_MODULES)
     return queue, build_worker(env.client, cfg, WorkerSettings(), [part])
 
 

@@ -18,6 +18,7 @@ import pytest
 from temporalio.client import WorkflowHistory
 from temporalio.worker import Replayer
 
+from workers.parts import CORE_WORKFLOW_MODULES
 from workers.sandbox import workflow_runner
 from workers.workflows import RunActivityWorkflow, TaskInstanceWorkflow
 
@@ -42,7 +43,8 @@ async def test_history_replays_on_current_code(path: Path) -> None:
     text = path.read_text()  # noqa: ASYNC240 (a small fixture file)
     history = WorkflowHistory.from_json(_workflow_id(path), text)
     replayer = Replayer(
-        workflows=[RunActivityWorkflow, TaskInstanceWorkflow], workflow_runner=workflow_runner()
+        workflows=[RunActivityWorkflow, TaskInstanceWorkflow],
+        workflow_runner=workflow_runner(*CORE_WORKFLOW_MODULES),
     )
     result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
     assert result.replay_failure is None, f"{path.name}: {result.replay_failure!r}"

@@ -1,16 +1,18 @@
-"""Each sandboxed workflow instance reloads only its own small module.
+"""What the sandbox loads per workflow instance of the run's workflows.
 
 The sandbox executes a workflow's module afresh per instance (and every module
-it is not told to pass through); the run's workflows keep that to one module,
-so a run pays for two small module loads, not for the whole worker's imports.
+it is not told to pass through). The worker passes the run's workflow modules
+through (``WorkerPart.passthrough``), so an instance reloads nothing; without
+that, only the workflow's own small module and its package.
 """
 
 from __future__ import annotations
 
 import pytest
 
+from workers.parts import CORE_WORKFLOW_MODULES
 from workers.run_workflow import RunActivityWorkflow
-from workers.sandbox import reloaded_modules
+from workers.sandbox import reloaded_modules, workflow_runner
 from workers.task_workflow import TaskInstanceWorkflow
 
 
@@ -23,14 +25,16 @@ from workers.task_workflow import TaskInstanceWorkflow
 )
 async def test_an_instance_reloads_only_its_own_module(workflow_class: type, module: str) -> None:
     assert workflow_class.__module__ == module
-    assert await reloaded_modules(workflow_class) == ["workers", module]
+    assert await reloaded_modules(workflow_class, workflow_runner()) == ["workers", module]
+    # as the worker runs it: the module is passed through as well, nothing is reloaded
+    assert await reloaded_modules(workflow_class, workflow_runner(*CORE_WORKFLOW_MODULES)) == []
 
 
 async def test_an_import_outside_the_passthrough_block_is_seen() -> None:
     # The check above can fail: a module imported outside the block is reloaded.
     from tests.unit.workers.sandbox_fixture import LeakyImportWorkflow
 
-    got = await reloaded_modules(LeakyImportWorkflow)
+    got = await reloaded_modules(LeakyImportWorkflow, workflow_runner())
     assert "workers.options" in got
     assert "tests.unit.workers.sandbox_fixture" in got
 
