@@ -18,7 +18,7 @@ from datetime import timedelta
 import asyncpg
 from temporalio.client import Client
 from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
-from temporalio.worker import Worker
+from temporalio.worker import PollerBehaviorSimpleMaximum, Worker
 
 from pipeline import kafka
 from pipeline.clients import db_pool, temporal_client
@@ -59,6 +59,8 @@ def build_worker(
         workflow_runner=workflow_runner(*(m for part in parts for m in part.passthrough)),
         max_concurrent_activities=worker_cfg.max_concurrent_activities,
         max_concurrent_workflow_tasks=worker_cfg.max_concurrent_workflow_tasks,
+        workflow_task_poller_behavior=PollerBehaviorSimpleMaximum(worker_cfg.workflow_task_pollers),
+        nonsticky_to_sticky_poll_ratio=worker_cfg.nonsticky_poll_ratio,
         graceful_shutdown_timeout=timedelta(seconds=settings.process.shutdown_grace_seconds),
     )
 
