@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import replace
 
 from aiokafka import AIOKafkaProducer
 from aiokafka.errors import MessageSizeTooLargeError, RecordTooLargeError
@@ -96,7 +95,7 @@ def _too_large_fallback(rec: Outgoing, exc: BaseException, dlq_topic: str) -> Ou
             rec.source.partition,
             rec.source.offset,
         )
-        return replace(rec, value=None, headers=[*rec.headers, ("dlq_value_omitted", b"1")])
+        return rec._replace(value=None, headers=[*rec.headers, ("dlq_value_omitted", b"1")])
     raise FatalProduceError(f"DLQ record rejected even without its value: {exc!r}")
 
 
