@@ -118,7 +118,10 @@ async def _send_round(
         if key is None or len(value or b"") > largest:
             singles.append(rec)
             continue
-        tp = (rec.topic, key_partition(key, await _count(producer, rec.topic, counts)))
+        n = counts.get(rec.topic)
+        if n is None:
+            n = await _count(producer, rec.topic, counts)
+        tp = (rec.topic, key_partition(key, n))
         cur = open_.get(tp)
         if cur is None:
             cur = open_[tp] = (producer.create_batch(), [])
