@@ -80,10 +80,12 @@ class Envelope:
 
     def to_dict(self) -> dict[str, Any]:
         doc: dict[str, Any] = {"event_id": self.event_id, "type": self.type}
-        for name in ("source", "time", "subject"):
-            value = getattr(self, name)
-            if value is not None:
-                doc[name] = value
+        if self.source is not None:
+            doc["source"] = self.source
+        if self.time is not None:
+            doc["time"] = self.time
+        if self.subject is not None:
+            doc["subject"] = self.subject
         doc["data"] = self.data
         if self.extensions:
             doc["extensions"] = self.extensions
@@ -177,14 +179,32 @@ def _parse(value: bytes | None, headers: Any, max_bytes: int) -> Envelope:
     ext = doc.get("extensions", {})
     if not isinstance(ext, dict):
         raise EnvelopeError(R_BAD_FIELD, "'extensions' must be an object")
+    get = doc.get
+    typ, eid, src, tim, sub = (
+        get("type"),
+        get("event_id"),
+        get("source"),
+        get("time"),
+        get("subject"),
+    )
+    if not (
+        type(typ) is str
+        and typ
+        and (eid is None or type(eid) is str)
+        and (src is None or type(src) is str)
+        and (tim is None or type(tim) is str)
+        and (sub is None or type(sub) is str)
+    ):  # the field-by-field checks raise the first error in order (this is ingress's hot path)
+        typ = _req_str(doc, "type", R_MISSING_TYPE)
+        eid, src, tim, sub = (_opt_str(doc, n) for n in ("event_id", "source", "time", "subject"))
     env = object.__new__(Envelope)  # the frozen __init__ costs microseconds per event
     env.__dict__.update(
-        type=_req_str(doc, "type", R_MISSING_TYPE),
-        event_id=_opt_str(doc, "event_id") or None,
-        source=_opt_str(doc, "source"),
-        time=_opt_str(doc, "time"),
-        subject=_opt_str(doc, "subject"),
-        data=doc.get("data"),
+        type=typ,
+        event_id=eid or None,
+        source=src,
+        time=tim,
+        subject=sub,
+        data=get("data"),
         extensions=ext,
         headers=passthrough,
     )
