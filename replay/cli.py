@@ -19,6 +19,7 @@ from ingress.records import restamper
 from ingress.settings import load_ingress_settings
 from pipeline import logs, settings
 from pipeline.clients import Unreachable, check_kafka, db_pool, temporal_client
+from pipeline.command import Command
 from pipeline.flags import add_flags, overrides
 from pipeline.runtime import Shutdown
 from replay.dlq import DLQ_GROUP, DlqRedriver
@@ -204,13 +205,7 @@ def _run(args: argparse.Namespace) -> int:
     return asyncio.run(_main(args, cfg, rcfg))
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    p = sub.add_parser(
-        "replay",
-        help="re-route a topic range or re-drive the DLQ; starts only what never ran",
-        description=_DESCRIPTION,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+def _flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--topic", help="topic to replay (default KAFKA_EVENTS_TOPIC)")
     start = p.add_mutually_exclusive_group()
     start.add_argument("--from-offset", type=int, metavar="N", help="first offset, per partition")
@@ -227,11 +222,20 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p.add_argument("--no-ledger", action="store_true", help="ask Temporal only (slower)")
     p.add_argument("--concurrency", type=int, help="concurrent starts (INGEST_ROUTER_CONCURRENCY)")
     add_flags(p, "events_topic", "dlq_topic", "task_queue")
-    p.set_defaults(func=_run)
+
+
+COMMAND = Command(
+    "replay",
+    help="re-route a topic range or re-drive the DLQ; starts only what never ran",
+    description=_DESCRIPTION,
+    run=_run,
+    flags=_flags,
+    preformatted=True,
+)
 
 
 if __name__ == "__main__":
     # ``python -m replay.cli ...``: the subcommand on its own (same flags).
     from pipeline.cli import entry_one
 
-    entry_one("replay", add_parser)
+    entry_one(COMMAND)
