@@ -7,7 +7,7 @@ import asyncio
 import logging
 
 from pipeline import logs, settings
-from pipeline.clients import Unreachable, check_kafka, db_pool, temporal_client
+from pipeline.clients import Unreachable, routing_clients
 from pipeline.command import Command
 from pipeline.flags import add_flags, overrides
 from pipeline.runtime import Shutdown, serve_http
@@ -24,9 +24,7 @@ async def run_router(
     shutdown = shutdown or Shutdown()
     shutdown.install()
     try:
-        await check_kafka(cfg.kafka)
-        client = await temporal_client(cfg.temporal)
-        pool = await db_pool(cfg.database)
+        client, pool = await routing_clients(cfg)
     except Unreachable as exc:
         log.error("%s", exc)
         return 1
