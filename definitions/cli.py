@@ -19,6 +19,7 @@ import orjson
 from pipeline import settings
 from pipeline.client_flags import add_connection_flags, run_with_pool
 from pipeline.clients import Unreachable
+from pipeline.command import Command
 from schemas.definitions import ActivityFile
 
 
@@ -93,22 +94,31 @@ def _list(args: argparse.Namespace) -> int:
     return run_with_pool(args, work, "activities list")
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    acts = sub.add_parser("activities", help="apply or list activity definitions")
-    asub = acts.add_subparsers(dest="activities_command", metavar="ACTION", required=True)
-    p = asub.add_parser(
-        "apply",
-        help="validate a JSON/YAML file of activities, upsert them, sync schedules",
-        description="Validate FILE ({'activities': [...]}) completely, then upsert every "
-        "activity and reconcile the Temporal Schedules of cron activities. Exit 2 "
-        "naming each bad field (e.g. activities[1].trigger.misfire_policy) without "
-        "writing anything.",
-    )
+def _apply_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("file", help="path to a .json, .yaml or .yml file")
     p.add_argument("--no-sync", action="store_true", help="do not touch Temporal Schedules")
     add_connection_flags(p)
-    p.set_defaults(func=_apply)
-    p = asub.add_parser("list", help="list activities (table, or --json)")
+
+
+def _list_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="JSON, every stored field")
     add_connection_flags(p)
-    p.set_defaults(func=_list)
+
+
+COMMAND = Command(
+    "activities",
+    help="apply or list activity definitions",
+    actions=(
+        Command(
+            "apply",
+            help="validate a JSON/YAML file of activities, upsert them, sync schedules",
+            description="Validate FILE ({'activities': [...]}) completely, then upsert every "
+            "activity and reconcile the Temporal Schedules of cron activities. Exit 2 "
+            "naming each bad field (e.g. activities[1].trigger.misfire_policy) without "
+            "writing anything.",
+            run=_apply,
+            flags=_apply_flags,
+        ),
+        Command("list", help="list activities (table, or --json)", run=_list, flags=_list_flags),
+    ),
+)

@@ -6,8 +6,8 @@ worker packages importing cleanly.
 
 from __future__ import annotations
 
-from ingress.cli import add_parser
+from ingress.cli import COMMAND
 from pipeline.cli import entry_one
 
 if __name__ == "__main__":
-    entry_one("ingress", add_parser)
+    entry_one(COMMAND)

@@ -9,6 +9,7 @@ import sys
 
 from pipeline import logs, settings
 from pipeline.clients import Unreachable, check_kafka
+from pipeline.command import Command
 from pipeline.flags import add_flags, overrides
 from pipeline.runtime import Shutdown
 
@@ -64,13 +65,7 @@ def _run(args: argparse.Namespace) -> int:
     return asyncio.run(_main(args))
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    p = sub.add_parser(
-        "ingress",
-        help="stamp raw events with a stable event_id and publish them to the events topic",
-        description=_DESCRIPTION,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+def _flags(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--strategy",
         metavar="{source,content,header:NAME}",
@@ -106,4 +101,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
             "(env INGEST_MAX_EVENT_BYTES, default 1000000)"
         ),
     )
-    p.set_defaults(func=_run)
+
+
+COMMAND = Command(
+    "ingress",
+    help="stamp raw events with a stable event_id and publish them to the events topic",
+    description=_DESCRIPTION,
+    run=_run,
+    flags=_flags,
+    preformatted=True,
+)

@@ -1,5 +1,9 @@
 """Producing one batch until every record is acknowledged, or failing loudly.
 
+Records go to Kafka as one closed producer batch per topic-partition (one future
+each, sent without linger); a batch the broker refuses for a non-retriable
+reason is sent again record by record, so the verdicts below are per record.
+
 Failure classes (aiokafka marks retriability on the error class):
 
 * retriable (broker down, leader moving, request timed out): back off and send
@@ -18,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import replace
+from typing import Any
 
 from aiokafka import AIOKafkaProducer
 from aiokafka.errors import MessageSizeTooLargeError, RecordTooLargeError
@@ -42,10 +46,16 @@ def is_too_large(exc: BaseException) -> bool:
     return isinstance(exc, MessageSizeTooLargeError | RecordTooLargeError)
 
 
-async def _send_round(
-    producer: AIOKafkaProducer, records: list[Outgoing]
-) -> list[tuple[Outgoing, BaseException | None]]:
-    """Send every record, then wait for every acknowledgement.
+# A record larger than this is sent on its own: it would fill a batch by itself,
+# and a size rejection should name it alone, not fail a batch of small ones.
+BATCH_RECORD_MAX = 64 * 1024
+
+# (records, error or None, whether they went as one batch)
+Result = tuple[list[Outgoing], BaseException | None, bool]
+
+
+async def _send_singles(producer: AIOKafkaProducer, records: list[Outgoing]) -> list[Result]:
+    """``send`` every record, then wait for every acknowledgement.
 
     A record whose ``send`` fails with a retriable error (typically no metadata:
     the broker is unreachable) stops the round; the rest are marked with the same
@@ -61,10 +71,7 @@ async def _send_round(
         try:
             partition = None
             if rec.key is not None:
-                n = counts.get(rec.topic)
-                if n is None:
-                    n = counts[rec.topic] = len(await producer.partitions_for(rec.topic))
-                partition = key_partition(rec.key, n)
+                partition = key_partition(rec.key, await _count(producer, rec.topic, counts))
             fut = await producer.send(
                 rec.topic, value=rec.value, key=rec.key, headers=rec.headers, partition=partition
             )
@@ -73,16 +80,72 @@ async def _send_round(
             futures.append((rec, exc))
             if is_retriable(exc):
                 blocked = exc
-    out: list[tuple[Outgoing, BaseException | None]] = []
-    for rec, fut in futures:
-        if isinstance(fut, BaseException):
-            out.append((rec, fut))
+    return [([rec], await _outcome(fut), False) for rec, fut in futures]
+
+
+async def _count(producer: AIOKafkaProducer, topic: str, counts: dict[str, int]) -> int:
+    n = counts.get(topic)
+    if n is None:
+        n = counts[topic] = len(await producer.partitions_for(topic))
+    return n
+
+
+async def _outcome(fut: asyncio.Future[object] | BaseException) -> BaseException | None:
+    if isinstance(fut, BaseException):
+        return fut
+    try:
+        await fut
+    except Exception as exc:
+        return exc
+    return None
+
+
+async def _send_round(
+    producer: AIOKafkaProducer, records: list[Outgoing], singles: list[Outgoing], largest: int
+) -> list[Result]:
+    """Send ``records`` as one closed batch per topic-partition, ``singles`` one by one.
+
+    A closed batch leaves at once (no linger) and is acknowledged as one future:
+    no per-record ``send`` coroutine, future or metadata. Keyless records (rare:
+    DLQ copies of keyless raw messages) and large ones go as singles.
+    """
+    groups: list[tuple[str, int, Any, list[Outgoing]]] = []
+    open_: dict[tuple[str, int], tuple[Any, list[Outgoing]]] = {}
+    counts: dict[str, int] = {}
+    singles = list(singles)
+    for rec in records:
+        key, value = rec.key, rec.value
+        if key is None or len(value or b"") > largest:
+            singles.append(rec)
             continue
+        n = counts.get(rec.topic)
+        if n is None:
+            n = await _count(producer, rec.topic, counts)
+        tp = (rec.topic, key_partition(key, n))
+        cur = open_.get(tp)
+        if cur is None:
+            cur = open_[tp] = (producer.create_batch(), [])
+            groups.append((*tp, *cur))
+        if cur[0].append(timestamp=None, key=key, value=value, headers=rec.headers) is None:
+            cur = open_[tp] = (producer.create_batch(), [])  # full: this one starts the next
+            groups.append((*tp, *cur))
+            cur[0].append(timestamp=None, key=key, value=value, headers=rec.headers)
+        cur[1].append(rec)
+    futures: list[tuple[list[Outgoing], asyncio.Future[object] | BaseException]] = []
+    blocked: BaseException | None = None
+    for topic, partition, builder, recs in groups:
+        if blocked is not None:
+            futures.append((recs, blocked))
+            continue
+        builder.close()
         try:
-            await fut
-            out.append((rec, None))
+            futures.append((recs, await producer.send_batch(builder, topic, partition=partition)))
         except Exception as exc:
-            out.append((rec, exc))
+            futures.append((recs, exc))
+            if is_retriable(exc):
+                blocked = exc
+    out = await _send_singles(producer, singles) if singles else []
+    out.extend([(recs, await _outcome(fut), True) for recs, fut in futures])
     return out
 
 
@@ -96,7 +159,7 @@ def _too_large_fallback(rec: Outgoing, exc: BaseException, dlq_topic: str) -> Ou
             rec.source.partition,
             rec.source.offset,
         )
-        return replace(rec, value=None, headers=[*rec.headers, ("dlq_value_omitted", b"1")])
+        return rec._replace(value=None, headers=[*rec.headers, ("dlq_value_omitted", b"1")])
     raise FatalProduceError(f"DLQ record rejected even without its value: {exc!r}")
 
 
@@ -105,44 +168,54 @@ async def deliver(
     records: list[Outgoing],
     *,
     dlq_topic: str,
-    on_acked: Callable[[Outgoing], None],
+    on_acked: Callable[[list[Outgoing]], None],
     give_up: Callable[[], bool],
     sleep: Callable[[float], Awaitable[object]] = asyncio.sleep,
     backoff_min: float = 0.2,
     backoff_max: float = 10.0,
+    batch_record_max: int = BATCH_RECORD_MAX,
 ) -> None:
     """Return once every record (or its DLQ replacement) is acknowledged.
 
-    ``on_acked`` is called once per acknowledged record. ``give_up`` is polled
-    before each retry; when it says so (shutdown grace exhausted) this raises
-    :class:`DrainTimeout` and the caller commits only what was acknowledged.
+    ``on_acked`` is called with each acknowledged group of records (a batch, or
+    one record). ``give_up`` is polled before each retry; when it says so
+    (shutdown grace exhausted) this raises :class:`DrainTimeout` and the caller
+    commits only what was acknowledged. Records larger than ``batch_record_max``
+    bytes are sent one by one.
     """
-    pending = records
+    pending: list[Outgoing] = records
+    singles: list[Outgoing] = []
     delay = backoff_min
-    while pending:
-        results = await _send_round(producer, pending)
-        pending = []
+    while pending or singles:
+        results = await _send_round(producer, pending, singles, batch_record_max)
+        pending, singles = [], []
         retriable: BaseException | None = None
-        for rec, exc in results:
+        for recs, exc, batched in results:
             if exc is None:
-                on_acked(rec)
-            elif is_too_large(exc):
-                pending.append(_too_large_fallback(rec, exc, dlq_topic))
+                on_acked(recs)
             elif is_retriable(exc):
-                pending.append(rec)
+                pending.extend(recs)
                 retriable = exc
+            elif batched:
+                # One record may be what the broker refused (too large, invalid):
+                # send them one by one, so each gets its own verdict.
+                singles.extend(recs)
+            elif is_too_large(exc):
+                pending.append(_too_large_fallback(recs[0], exc, dlq_topic))
             else:
                 raise FatalProduceError(
-                    f"producing to {rec.topic} failed: {type(exc).__name__}: {exc}"
+                    f"producing to {recs[0].topic} failed: {type(exc).__name__}: {exc}"
                 ) from exc
         if retriable is not None:
             if give_up():
-                raise DrainTimeout(f"{len(pending)} records not acknowledged: {retriable!r}")
+                raise DrainTimeout(
+                    f"{len(pending) + len(singles)} records not acknowledged: {retriable!r}"
+                )
             log.warning(
                 "retriable produce failure (%s: %s); retrying %d records in %.1fs",
                 type(retriable).__name__,
                 retriable,
-                len(pending),
+                len(pending) + len(singles),
                 delay,
             )
             await sleep(delay)

@@ -1,15 +1,18 @@
 """The ingress loop: raw topic(s) -> stamped events topic (bad input -> DLQ).
 
 At-least-once, batch by batch: ``getmany`` -> transform every message -> send
-every record -> wait for every acknowledgement -> commit ``offset + 1`` per
-partition. A raw offset is committed only once its record (event or DLQ) is
+the records (one producer batch per events partition) -> wait for every
+acknowledgement -> commit ``offset + 1`` per partition. Two batches overlap:
+batch N+1 is fetched and transformed while batch N is being acknowledged, and N
+is committed while N+1 is produced (N+1 is produced only after N is fully
+acknowledged). A raw offset is committed only once its record (event or DLQ) is
 acknowledged by Kafka (``acks=all``, idempotent producer), so a crash anywhere
 means redelivery, never loss; and because stamping is derived from the message
 (never ``uuid4``), a redelivered message gets the same ``event_id`` again and
 the router's deterministic workflow ids absorb the duplicate.
 
 Rebalances: the revoke callback waits (bounded by ``revoke_wait_seconds``) for
-the in-flight batch, then commits what is acknowledged for the revoked
+every fetched batch to be acknowledged, then commits what is acknowledged for the revoked
 partitions: only a contiguous acknowledged prefix per partition is ever
 committed, so a message not yet produced is never skipped.
 """
@@ -19,19 +22,18 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections import Counter
 from collections.abc import Callable
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener
 from aiokafka.errors import CommitFailedError, IllegalStateError, KafkaError
 from aiokafka.structs import ConsumerRecord, TopicPartition
 
+from ingress.acks import BatchAcks
 from ingress.delivery import DrainTimeout, FatalProduceError, deliver
 from ingress.records import COMPONENT, Outgoing, transform
 from ingress.settings import IngressSettings
 from ingress.stamping import Strategy
 from pipeline import kafka, metrics
-from pipeline.offsets import OffsetTracker
 from pipeline.runtime import Shutdown, serve_http
 from pipeline.settings import Settings
 
@@ -83,8 +85,9 @@ class Ingress:
         self._consumer: AIOKafkaConsumer | None = None
         self._acked: dict[TopicPartition, int] = {}  # next offset to commit (acknowledged)
         self._committed: dict[TopicPartition, int] = {}
-        self._idle = asyncio.Event()  # set when no batch is in flight
+        self._idle = asyncio.Event()  # set when no fetched batch awaits its acknowledgements
         self._idle.set()
+        self._outstanding = 0
         self._shutdown_at: float | None = None
         self._last_lag = 0.0
         self.ready = False
@@ -125,11 +128,7 @@ class Ingress:
                 self.settings.kafka.events_topic,
                 self.settings.kafka.dlq_topic,
             )
-            while not self.shutdown.requested:
-                batch = await consumer.getmany(timeout_ms=500, max_records=self.config.batch_size)
-                if batch:
-                    await self._handle(producer, consumer, batch)
-                await self._maybe_update_lag(consumer)
+            await self._loop(producer, consumer)
             log.info("shutdown: last batch committed, stopping")
         except FatalProduceError as exc:
             log.error("fatal produce error, exiting without committing the batch: %s", exc)
@@ -147,64 +146,92 @@ class Ingress:
                     log.exception("stopping %s failed", type(client).__name__)
         return code
 
-    async def _handle(
-        self,
-        producer: AIOKafkaProducer,
-        consumer: AIOKafkaConsumer,
-        batch: dict[TopicPartition, list[ConsumerRecord]],
-    ) -> None:
-        self._idle.clear()
+    async def _loop(self, producer: AIOKafkaProducer, consumer: AIOKafkaConsumer) -> None:
+        """Fetch and transform batch N+1 while batch N is being acknowledged.
+
+        Batch N+1 is produced only once batch N is fully acknowledged, and N's
+        offsets are committed while N+1 is in flight: one batch of Kafka round
+        trips (linger, replication, the commit) is hidden behind the next batch's
+        CPU work, and the commit order stays the produce order.
+        """
+        inflight: asyncio.Task[None] | None = None
         try:
-            records: list[Outgoing] = []
-            for tp, msgs in batch.items():
-                metrics.EVENTS_CONSUMED.labels(COMPONENT, tp.topic).inc(len(msgs))
-                for msg in msgs:
-                    records.append(
-                        transform(
-                            msg,
-                            strategy=self.strategy,
-                            events_topic=self.settings.kafka.events_topic,
-                            dlq_topic=self.settings.kafka.dlq_topic,
-                            max_bytes=self.config.max_event_bytes,
-                        )
+            while not self.shutdown.requested:
+                wait = 0 if inflight is not None else 500
+                batch = await consumer.getmany(timeout_ms=wait, max_records=self.config.batch_size)
+                nxt = self._prepare(batch) if batch else None
+                acked = inflight is not None
+                if inflight is not None:
+                    await inflight  # FatalProduceError / DrainTimeout propagate from here
+                    inflight = None
+                if nxt is not None:
+                    inflight = asyncio.create_task(self._deliver(producer, *nxt))
+                if acked:
+                    await self._commit_acked(consumer)
+                await self._maybe_update_lag(consumer)
+            if inflight is not None:
+                await inflight
+                inflight = None
+                await self._commit_acked(consumer)
+        finally:
+            if inflight is not None and not inflight.done():
+                inflight.cancel()
+                await asyncio.gather(inflight, return_exceptions=True)
+            self._outstanding = 0
+            self._idle.set()
+
+    def _prepare(
+        self, batch: dict[TopicPartition, list[ConsumerRecord]]
+    ) -> tuple[list[Outgoing], BatchAcks]:
+        """Transform every message of ``batch``; from here until acknowledged it is in flight."""
+        self._outstanding += 1
+        self._idle.clear()
+        k = self.settings.kafka
+        events, dlq, max_bytes = k.events_topic, k.dlq_topic, self.config.max_event_bytes
+        records: list[Outgoing] = []
+        for tp, msgs in batch.items():
+            metrics.EVENTS_CONSUMED.labels(COMPONENT, tp.topic).inc(len(msgs))
+            records.extend(
+                [
+                    transform(
+                        m, strategy=self.strategy, events_topic=events, dlq_topic=dlq,
+                        max_bytes=max_bytes,
                     )
-            tracker = OffsetTracker()  # this batch: the acknowledged prefix per partition
-            for tp, msgs in batch.items():
-                for msg in msgs:
-                    tracker.add(tp, msg.offset)
+                    for m in msgs
+                ]
+            )  # fmt: skip
+        return records, BatchAcks(batch)
+
+    async def _deliver(
+        self, producer: AIOKafkaProducer, records: list[Outgoing], acks: BatchAcks
+    ) -> None:
+        def on_acked(group: list[Outgoing]) -> None:
+            for tp, offset in acks.ack(group).items():
+                if offset > self._acked.get(tp, 0):
+                    self._acked[tp] = offset
+
+        try:
+            await deliver(
+                producer,
+                records,
+                dlq_topic=self.settings.kafka.dlq_topic,
+                on_acked=on_acked,
+                give_up=self._grace_over,
+                backoff_min=self.config.retry_backoff_min_seconds,
+                backoff_max=self.config.retry_backoff_max_seconds,
+            )
+        finally:
             # Counted per batch, not per record: a labels() lookup per event is
             # measurable on this hot path. Only acknowledged records count.
-            stamped: Counter[str | None] = Counter()
-            dead: Counter[str] = Counter()
+            for label, n in acks.stamped.items():
+                metrics.EVENTS_STAMPED.labels(label).inc(n)
+            for reason, n in acks.dead.items():
+                metrics.DLQ_MESSAGES.labels(COMPONENT, reason).inc(n)
+            self._outstanding -= 1
+            if self._outstanding <= 0:
+                self._idle.set()
 
-            def on_acked(rec: Outgoing) -> None:
-                if rec.reason is None:
-                    stamped[rec.label] += 1
-                else:
-                    dead[rec.reason] += 1
-                src = rec.source
-                tp = TopicPartition(src.topic, src.partition)
-                offset = tracker.ack(tp, src.offset)
-                if offset is not None:
-                    self._acked[tp] = max(offset, self._acked.get(tp, 0))
-
-            try:
-                await deliver(
-                    producer,
-                    records,
-                    dlq_topic=self.settings.kafka.dlq_topic,
-                    on_acked=on_acked,
-                    give_up=self._grace_over,
-                    backoff_min=self.config.retry_backoff_min_seconds,
-                    backoff_max=self.config.retry_backoff_max_seconds,
-                )
-            finally:
-                for label, n in stamped.items():
-                    metrics.EVENTS_STAMPED.labels(label).inc(n)
-                for reason, n in dead.items():
-                    metrics.DLQ_MESSAGES.labels(COMPONENT, reason).inc(n)
-        finally:
-            self._idle.set()
+    async def _commit_acked(self, consumer: AIOKafkaConsumer) -> None:
         if self.config.fault_commit_delay_seconds:
             log.warning("fault injection: delaying the commit")
             await self.shutdown.wait(self.config.fault_commit_delay_seconds)

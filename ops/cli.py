@@ -8,6 +8,7 @@ import sys
 
 from pipeline import logs, settings
 from pipeline.clients import Unreachable
+from pipeline.command import Command
 from pipeline.flags import add_flags, overrides
 from pipeline.runtime import Shutdown
 
@@ -73,13 +74,7 @@ def _run(args: argparse.Namespace) -> int:
         return 2
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    p = sub.add_parser(
-        "ops",
-        help="serve the operator API and web console (fix/skip/abort paused tasks, DLQ, replay)",
-        description=_DESCRIPTION,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+def _flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--host", help="bind address (env INGEST_OPS_HOST, default 127.0.0.1)")
     p.add_argument("--port", type=int, help="API/console port (env INGEST_OPS_PORT, default 8080)")
     p.add_argument(
@@ -94,4 +89,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         task_queue="workers' task queue, for replays (TEMPORAL_TASK_QUEUE)",
         events_topic="events topic, for replays (KAFKA_EVENTS_TOPIC)",
     )
-    p.set_defaults(func=_run)
+
+
+COMMAND = Command(
+    "ops",
+    help="serve the operator API and web console (fix/skip/abort paused tasks, DLQ, replay)",
+    description=_DESCRIPTION,
+    run=_run,
+    flags=_flags,
+    preformatted=True,
+)

@@ -1,8 +1,8 @@
 """``ingest``: the single console script, and the one way every CLI entry point runs.
 
-Each subcommand lives in its own module, which registers itself with
-``add_parser(subparsers)`` and sets ``func`` on its parser; ``func(args) -> int``
-is the exit code. :func:`dispatch` turns the errors every command shares into
+Each subcommand lives in its own module, which declares it as ``COMMAND``
+(a :class:`pipeline.command.Command`: name, --help texts, flags, and ``run(args) -> int``,
+the exit code). :func:`dispatch` turns the errors every command shares into
 exit codes (a bad setting: one line, 2; Ctrl-C: 130). :func:`entry` ends the
 process with that code; ``ingest`` (the console script), ``python -m pipeline.cli``,
 ``python -m ingress``, ``python -m workers.cli`` and ``python -m replay.cli``
@@ -17,7 +17,9 @@ import os
 import sys
 import traceback
 from collections.abc import Callable
-from typing import Any, NoReturn
+from typing import NoReturn
+
+from pipeline.command import Command
 
 # Subcommand modules, in --help order. Imported lazily so `ingest stack status`
 # does not pay for the Temporal worker imports.
@@ -36,8 +38,6 @@ COMMANDS = [
     "workers.permits.cli",
 ]
 
-AddParser = Callable[[Any], None]
-
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
@@ -51,7 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name in COMMANDS:
-        importlib.import_module(name).add_parser(sub)
+        importlib.import_module(name).COMMAND.add_to(sub)
     return parser
 
 
@@ -73,12 +73,12 @@ def main(argv: list[str] | None = None) -> int:
     return dispatch(build_parser().parse_args(argv))
 
 
-def run_one(command: str, add_parser: AddParser, argv: list[str] | None = None) -> int:
+def run_one(command: Command, argv: list[str] | None = None) -> int:
     """One subcommand on its own (``python -m ingress ...``): the same flags and exit
     codes as ``ingest COMMAND ...``, without importing the other subcommands."""
     parser = argparse.ArgumentParser(prog="ingest")
-    add_parser(parser.add_subparsers(dest="command", required=True))
-    return dispatch(parser.parse_args([command, *(sys.argv[1:] if argv is None else argv)]))
+    command.add_to(parser.add_subparsers(dest="command", required=True))
+    return dispatch(parser.parse_args([command.name, *(sys.argv[1:] if argv is None else argv)]))
 
 
 def exit_code(run: Callable[[], int]) -> int:
@@ -121,9 +121,9 @@ def entry() -> NoReturn:
     end_process(exit_code(main))
 
 
-def entry_one(command: str, add_parser: AddParser) -> NoReturn:
+def entry_one(command: Command) -> NoReturn:
     """A ``python -m <package>`` entry point for one subcommand."""
-    end_process(exit_code(lambda: run_one(command, add_parser)))
+    end_process(exit_code(lambda: run_one(command)))
 
 
 if __name__ == "__main__":

@@ -16,7 +16,7 @@ from temporalio.client import Client
 from temporalio.service import TLSConfig
 
 from pipeline import db
-from pipeline.settings import DatabaseSettings, KafkaSettings, TemporalSettings
+from pipeline.settings import DatabaseSettings, KafkaSettings, Settings, TemporalSettings
 
 log = logging.getLogger(__name__)
 
@@ -86,6 +86,15 @@ async def check_kafka(cfg: KafkaSettings, timeout: float = 10) -> list[str]:
         ) from None
     finally:
         await admin.close()
+
+
+async def routing_clients(cfg: Settings) -> tuple[Client, asyncpg.Pool]:
+    """What routing events to runs needs (``ingest router``, ``ingest replay``): Kafka
+    answering, then a Temporal client and a database pool, which the caller closes.
+    Raises :class:`Unreachable` for the first of them that does not answer."""
+    await check_kafka(cfg.kafka)
+    client = await temporal_client(cfg.temporal)
+    return client, await db_pool(cfg.database)
 
 
 def topic_configs(replication_factor: int) -> dict[str, str]:

@@ -7,6 +7,7 @@ import asyncio
 
 from pipeline import db, settings
 from pipeline.clients import Unreachable
+from pipeline.command import Command
 
 
 async def _migrate(url: str) -> list[str]:
@@ -33,11 +34,14 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    p = sub.add_parser(
-        "migrate",
-        help="apply database migrations (idempotent)",
-        description="Apply pending SQL migrations from schemas/migrations, in order, once each.",
-    )
+def _flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--database-url", help="PostgreSQL DSN (env DATABASE_URL)")
-    p.set_defaults(func=_run)
+
+
+COMMAND = Command(
+    "migrate",
+    help="apply database migrations (idempotent)",
+    description="Apply pending SQL migrations from schemas/migrations, in order, once each.",
+    run=_run,
+    flags=_flags,
+)

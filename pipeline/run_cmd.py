@@ -17,6 +17,7 @@ import signal
 import sys
 from pathlib import Path
 
+from pipeline.command import Command
 from pipeline.settings import METRICS_PORTS
 
 # Each gets the /metrics port base + its index: 9400, 9401, 9402, 9403 by default, the
@@ -108,15 +109,7 @@ def _cmd(args: argparse.Namespace) -> int:
     return asyncio.run(_run(args))
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    p = sub.add_parser(
-        "run",
-        help="run ingress, router, worker and ops together in the foreground",
-        description=(
-            "Run every pipeline process as a child with prefixed logs. Ctrl-C sends "
-            "SIGTERM to each: they drain in-flight work, commit and exit."
-        ),
-    )
+def _flags(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--seed-demo",
         action="store_true",
@@ -128,4 +121,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         default=METRICS_PORTS["ingress"],
         help="ingress gets this /metrics port, router +1, worker +2, ops +3 (default 9400)",
     )
-    p.set_defaults(func=_cmd)
+
+
+COMMAND = Command(
+    "run",
+    help="run ingress, router, worker and ops together in the foreground",
+    description=(
+        "Run every pipeline process as a child with prefixed logs. Ctrl-C sends "
+        "SIGTERM to each: they drain in-flight work, commit and exit."
+    ),
+    run=_cmd,
+    flags=_flags,
+)

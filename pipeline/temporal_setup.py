@@ -28,6 +28,7 @@ from temporalio.client import Client
 
 from pipeline import settings
 from pipeline.clients import Unreachable, temporal_client
+from pipeline.command import Command
 from pipeline.flags import add_flags, overrides
 from schemas.search_attributes import KEYWORDS
 
@@ -85,21 +86,25 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    p = sub.add_parser(
-        "temporal",
-        help="prepare a Temporal namespace (search attributes); idempotent",
-        description=(
-            "temporal setup registers the custom Keyword search attributes "
-            f"({', '.join(KEYWORDS)}) that paused tasks upsert and the ops service queries, "
-            "through the operator service. Attributes already registered are left alone."
+def _flags(p: argparse.ArgumentParser) -> None:
+    add_flags(p, "temporal_address", "namespace")
+
+
+COMMAND = Command(
+    "temporal",
+    help="prepare a Temporal namespace (search attributes); idempotent",
+    description=(
+        "temporal setup registers the custom Keyword search attributes "
+        f"({', '.join(KEYWORDS)}) that paused tasks upsert and the ops service queries, "
+        "through the operator service. Attributes already registered are left alone."
+    ),
+    actions=(
+        Command(
+            "setup",
+            help="register the pipeline's search attributes (idempotent)",
+            description="Register the pipeline's Keyword search attributes on the namespace.",
+            run=_run,
+            flags=_flags,
         ),
-    )
-    tsub = p.add_subparsers(dest="temporal_command", metavar="ACTION", required=True)
-    s = tsub.add_parser(
-        "setup",
-        help="register the pipeline's search attributes (idempotent)",
-        description="Register the pipeline's Keyword search attributes on the namespace.",
-    )
-    add_flags(s, "temporal_address", "namespace")
-    s.set_defaults(func=_run)
+    ),
+)

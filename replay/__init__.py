@@ -4,5 +4,7 @@
   catalog and the live router's :class:`router.routing.Routing`) and the report.
 * :mod:`replay.topic`: :class:`Replayer`, a range of a topic, no consumer group.
 * :mod:`replay.dlq`: :class:`DlqRedriver`, the DLQ once, group ``ingest-dlq-replay``.
+* :mod:`replay.request`: one replay as asked for (:class:`ReplayRequest`) and
+  :func:`run_request`, shared by the subcommand and the ops API.
 * :mod:`replay.cli`: the subcommand (flags, progress bar, summary).
 """

@@ -12,18 +12,18 @@ import json
 import logging
 import sys
 import time
+from dataclasses import fields
 from datetime import datetime
 from typing import TextIO
 
-from ingress.records import restamper
-from ingress.settings import load_ingress_settings
 from pipeline import logs, settings
-from pipeline.clients import Unreachable, check_kafka, db_pool, temporal_client
+from pipeline.clients import Unreachable, routing_clients
+from pipeline.command import Command
 from pipeline.flags import add_flags, overrides
 from pipeline.runtime import Shutdown
-from replay.dlq import DLQ_GROUP, DlqRedriver
+from replay.dlq import DLQ_GROUP
+from replay.request import ReplayRequest, run_request
 from replay.session import ReplayError, ReplayReport
-from replay.topic import Replayer, ReplayRange
 from router.settings import RouterSettings, load_router_settings
 
 log = logging.getLogger("replay")
@@ -127,48 +127,30 @@ def format_report(report: ReplayReport, dlq: bool) -> str:
     return "\n".join(lines)
 
 
+def _request(args: argparse.Namespace) -> ReplayRequest:
+    """What the flags ask for: each field of the request is the flag of the same name."""
+    return ReplayRequest(**{f.name: getattr(args, f.name) for f in fields(ReplayRequest)})
+
+
 async def _main(args: argparse.Namespace, cfg: settings.Settings, rcfg: RouterSettings) -> int:
     shutdown = Shutdown()
     shutdown.install()
     try:
-        await check_kafka(cfg.kafka)
-        client = await temporal_client(cfg.temporal)
-        pool = await db_pool(cfg.database)
+        client, pool = await routing_clients(cfg)
     except Unreachable as exc:
         print(f"ingest replay: {exc}", file=sys.stderr)
         return 1
     bar = ProgressBar(sys.stderr, "DLQ" if args.dlq else "replay") if sys.stderr.isatty() else None
     try:
-        if args.dlq:
-            report = await DlqRedriver(
-                cfg,
-                rcfg,
-                client=client,
-                pool=pool,
-                restamp=restamper(cfg.kafka, load_ingress_settings),
-                group=args.group,
-                reason=args.reason,
-                dry_run=args.dry_run,
-                progress=bar,
-                stopping=lambda: shutdown.requested,
-            ).run()
-        else:
-            rng = ReplayRange(
-                topic=args.topic or cfg.kafka.events_topic,
-                from_offset=args.from_offset,
-                from_time=args.from_time,
-                to_time=args.to_time,
-                partitions=args.partitions,
-            )
-            report = await Replayer(
-                cfg,
-                rcfg,
-                client=client,
-                pool=pool,
-                dry_run=args.dry_run,
-                progress=bar,
-                stopping=lambda: shutdown.requested,
-            ).run(rng)
+        report = await run_request(
+            cfg,
+            rcfg,
+            _request(args),
+            client=client,
+            pool=pool,
+            progress=bar,
+            stopping=lambda: shutdown.requested,
+        )
     except ReplayError as exc:
         print(f"ingest replay: {exc}", file=sys.stderr)
         return 2
@@ -204,13 +186,7 @@ def _run(args: argparse.Namespace) -> int:
     return asyncio.run(_main(args, cfg, rcfg))
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    p = sub.add_parser(
-        "replay",
-        help="re-route a topic range or re-drive the DLQ; starts only what never ran",
-        description=_DESCRIPTION,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+def _flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--topic", help="topic to replay (default KAFKA_EVENTS_TOPIC)")
     start = p.add_mutually_exclusive_group()
     start.add_argument("--from-offset", type=int, metavar="N", help="first offset, per partition")
@@ -227,11 +203,20 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p.add_argument("--no-ledger", action="store_true", help="ask Temporal only (slower)")
     p.add_argument("--concurrency", type=int, help="concurrent starts (INGEST_ROUTER_CONCURRENCY)")
     add_flags(p, "events_topic", "dlq_topic", "task_queue")
-    p.set_defaults(func=_run)
+
+
+COMMAND = Command(
+    "replay",
+    help="re-route a topic range or re-drive the DLQ; starts only what never ran",
+    description=_DESCRIPTION,
+    run=_run,
+    flags=_flags,
+    preformatted=True,
+)
 
 
 if __name__ == "__main__":
     # ``python -m replay.cli ...``: the subcommand on its own (same flags).
     from pipeline.cli import entry_one
 
-    entry_one("replay", add_parser)
+    entry_one(COMMAND)

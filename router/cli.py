@@ -7,7 +7,8 @@ import asyncio
 import logging
 
 from pipeline import logs, settings
-from pipeline.clients import Unreachable, check_kafka, db_pool, temporal_client
+from pipeline.clients import Unreachable, routing_clients
+from pipeline.command import Command
 from pipeline.flags import add_flags, overrides
 from pipeline.runtime import Shutdown, serve_http
 from router.settings import RouterSettings, load_router_settings
@@ -23,9 +24,7 @@ async def run_router(
     shutdown = shutdown or Shutdown()
     shutdown.install()
     try:
-        await check_kafka(cfg.kafka)
-        client = await temporal_client(cfg.temporal)
-        pool = await db_pool(cfg.database)
+        client, pool = await routing_clients(cfg)
     except Unreachable as exc:
         log.error("%s", exc)
         return 1
@@ -56,17 +55,7 @@ def _run(args: argparse.Namespace) -> int:
     return asyncio.run(run_router(cfg, rcfg))
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    p = sub.add_parser(
-        "router",
-        help="route stamped events to RunActivityWorkflow starts",
-        description=(
-            "Consume the events topic; for each event start RunActivityWorkflow with id "
-            "activity-{activity_id}:{event_id} (REJECT_DUPLICATE) for every enabled activity "
-            "subscribed to its type. Duplicates are absorbed (ledger, then Temporal); offsets "
-            "are committed only up to the highest contiguous acknowledged offset."
-        ),
-    )
+def _flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--group", help="consumer group (INGEST_ROUTER_GROUP, default ingest-router)")
     p.add_argument("--concurrency", type=int, help="concurrent starts (INGEST_ROUTER_CONCURRENCY)")
     add_flags(
@@ -83,4 +72,17 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         action="store_true",
         help="do not consult or write the dedupe ledger (INGEST_ROUTER_LEDGER=false)",
     )
-    p.set_defaults(func=_run)
+
+
+COMMAND = Command(
+    "router",
+    help="route stamped events to RunActivityWorkflow starts",
+    description=(
+        "Consume the events topic; for each event start RunActivityWorkflow with id "
+        "activity-{activity_id}:{event_id} (REJECT_DUPLICATE) for every enabled activity "
+        "subscribed to its type. Duplicates are absorbed (ledger, then Temporal); offsets "
+        "are committed only up to the highest contiguous acknowledged offset."
+    ),
+    run=_run,
+    flags=_flags,
+)

@@ -13,6 +13,7 @@ from typing import Any
 from pipeline import settings
 from pipeline.client_flags import add_connection_flags, run_with_pool, run_with_settings
 from pipeline.clients import db_pool, temporal_client
+from pipeline.command import Command
 
 
 async def sync_and_print(cfg: settings.Settings, pool: Any) -> int:
@@ -70,28 +71,44 @@ def _pause_or_resume(args: argparse.Namespace) -> int:
     return run_with_settings(args, work, f"schedules {args.schedules_command}")
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    sched = sub.add_parser("schedules", help="Temporal Schedules of cron activities")
-    ssub = sched.add_subparsers(dest="schedules_command", metavar="ACTION", required=True)
-    p = ssub.add_parser(
-        "sync",
-        help="create/update/pause/delete schedules to match the cron activities",
-        description="Idempotent: prints each change, or 'no changes'.",
+def _pause_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("activity", help="activity id")
+    add_connection_flags(p)
+
+
+def _resume_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("activity", help="activity id")
+    p.add_argument(
+        "--now",
+        action="store_true",
+        help="apply the misfire policy now, not at the next regular fire (an hourly "
+        "cron need not wait an hour to catch up); needs a running worker",
     )
     add_connection_flags(p)
-    p.set_defaults(func=_schedules_sync)
-    for name, text in (
-        ("pause", "pause an activity's schedule (stays paused through syncs)"),
-        ("resume", "unpause it; the misfire policy handles missed times at the next fire"),
-    ):
-        p = ssub.add_parser(name, help=text)
-        p.add_argument("activity", help="activity id")
-        if name == "resume":
-            p.add_argument(
-                "--now",
-                action="store_true",
-                help="apply the misfire policy now, not at the next regular fire (an hourly "
-                "cron need not wait an hour to catch up); needs a running worker",
-            )
-        add_connection_flags(p)
-        p.set_defaults(func=_pause_or_resume)
+
+
+COMMAND = Command(
+    "schedules",
+    help="Temporal Schedules of cron activities",
+    actions=(
+        Command(
+            "sync",
+            help="create/update/pause/delete schedules to match the cron activities",
+            description="Idempotent: prints each change, or 'no changes'.",
+            run=_schedules_sync,
+            flags=add_connection_flags,
+        ),
+        Command(
+            "pause",
+            help="pause an activity's schedule (stays paused through syncs)",
+            run=_pause_or_resume,
+            flags=_pause_flags,
+        ),
+        Command(
+            "resume",
+            help="unpause it; the misfire policy handles missed times at the next fire",
+            run=_pause_or_resume,
+            flags=_resume_flags,
+        ),
+    ),
+)

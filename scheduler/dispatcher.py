@@ -159,9 +159,9 @@ class CronActivities:
 
     async def _gap(
         self, activity_id: str, trigger: CronTrigger, nominal: datetime
-    ) -> tuple[datetime, list[datetime], int] | None:
-        """(last time that ran, the latest missed times before ``nominal``, how many in
-        all), or None before the first run ever (nothing can have been missed)."""
+    ) -> misfire.Gap | None:
+        """The times missed before ``nominal`` and the last that ran, or None before the
+        first run ever (nothing can have been missed)."""
         last = await store.last_cron_run(self._pool, activity_id, nominal)
         if last is None:
             return None
@@ -170,34 +170,26 @@ class CronActivities:
             if await self._covered(activity_id, missed[i]):
                 last, missed, total = missed[i], missed[i + 1 :], len(missed) - i - 1
                 break
-        return last, missed, total
+        return misfire.Gap(timing.previous(trigger, nominal), last, missed, total)
 
     async def _decide(
         self, activity_id: str, trigger: CronTrigger, nominal: datetime
     ) -> misfire.Decision:
-        previous = timing.previous(trigger, nominal)
         gap = await self._gap(activity_id, trigger, nominal)
         if gap is None:
-            return misfire.Decision(previous, nominal)
-        last, missed, total = gap
-        return misfire.decide(
-            trigger.misfire_policy, nominal, previous, last, missed, total, trigger.catchup_limit
-        )
+            return misfire.Decision(timing.previous(trigger, nominal), nominal)
+        return misfire.decide(trigger.misfire_policy, nominal, gap, trigger.catchup_limit)
 
     async def _decide_at_resume(
         self, activity_id: str, trigger: CronTrigger, nominal: datetime
     ) -> misfire.Decision:
         """``nominal`` is the newest time at or before the resume; this dispatcher has
         its fire's id, so it counts as that fire: only its run can show it ran."""
-        previous = timing.previous(trigger, nominal)
         gap = await self._gap(activity_id, trigger, nominal)
         wid = cron_workflow_id(activity_id, nominal)
         if gap is None or await store.run_logged(self._pool, wid) or await self._exists(wid):
-            return misfire.Decision(previous, nominal, run=False)
-        last, missed, total = gap
-        return misfire.decide_at_resume(
-            trigger.misfire_policy, nominal, previous, last, missed, total, trigger.catchup_limit
-        )
+            return misfire.Decision(timing.previous(trigger, nominal), nominal, run=False)
+        return misfire.decide_at_resume(trigger.misfire_policy, nominal, gap, trigger.catchup_limit)
 
     async def _exists(self, wid: str) -> bool:
         try:

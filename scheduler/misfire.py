@@ -38,77 +38,64 @@ class Decision:
     run: bool = True  # start the run of window_end (False: skip at resume)
 
 
-def decide(
-    policy: str,
-    scheduled_for: datetime,
-    previous_nominal: datetime,
-    last_ran: datetime | None,
-    missed: list[datetime],
-    missed_total: int,
-    catchup_limit: int,
-) -> Decision:
-    """The window of the run for ``scheduled_for`` and what to do with ``missed``.
+@dataclass(frozen=True)
+class Gap:
+    """What came before a fire's nominal time.
 
-    ``missed`` holds the latest missed times (ascending), ``missed_total`` how
-    many there were in all (it can exceed ``len(missed)`` for huge gaps).
+    ``previous_nominal`` is the nominal time just before it (where its window starts
+    when nothing was missed), ``last_ran`` the last nominal time that ran, ``missed``
+    the latest of the times missed in between (ascending) and ``total`` how many
+    were missed in all (it can exceed ``len(missed)`` for huge gaps).
     """
-    if not missed_total:
-        return Decision(previous_nominal, scheduled_for)
-    return _apply(
-        policy, scheduled_for, previous_nominal, last_ran, missed, missed_total, catchup_limit
-    )
+
+    previous_nominal: datetime
+    last_ran: datetime | None
+    missed: list[datetime]
+    total: int
 
 
-def _apply(
-    policy: str,
-    end: datetime,
-    previous_nominal: datetime,
-    last_ran: datetime | None,
-    missed: list[datetime],
-    misfires: int,
-    replay_at_most: int,
-) -> Decision:
-    """The run of ``end`` and what happens to ``missed`` under ``policy``."""
+def decide(policy: str, scheduled_for: datetime, gap: Gap, catchup_limit: int) -> Decision:
+    """The window of the run for ``scheduled_for`` and what to do with ``gap``."""
+    if not gap.total:
+        return Decision(gap.previous_nominal, scheduled_for)
+    return _apply(policy, scheduled_for, gap, gap.total, catchup_limit)
+
+
+def _apply(policy: str, end: datetime, gap: Gap, misfires: int, replay_at_most: int) -> Decision:
+    """The run of ``end`` and what happens to ``gap.missed`` under ``policy``."""
+    missed = gap.missed
     if policy == "skip":
-        return Decision(previous_nominal, end, dropped=list(missed), misfires=misfires)
+        return Decision(gap.previous_nominal, end, dropped=list(missed), misfires=misfires)
     if policy == "catchup":
         keep = missed[max(0, len(missed) - replay_at_most) :] if replay_at_most > 0 else []
         return Decision(
-            previous_nominal,
+            gap.previous_nominal,
             end,
             replay=keep,
             dropped=missed[: len(missed) - len(keep)],
             misfires=misfires,
         )
     if policy == "compress":
-        start = last_ran if last_ran is not None else previous_nominal
+        start = gap.last_ran if gap.last_ran is not None else gap.previous_nominal
         return Decision(start, end, dropped=list(missed), misfires=misfires)
     raise ValueError(f"unknown misfire policy {policy!r}")
 
 
-def decide_at_resume(
-    policy: str,
-    latest: datetime,
-    previous_nominal: datetime,
-    last_ran: datetime | None,
-    missed: list[datetime],
-    missed_total: int,
-    catchup_limit: int,
-) -> Decision:
+def decide_at_resume(policy: str, latest: datetime, gap: Gap, catchup_limit: int) -> Decision:
     """What resuming now does with a gap that ends at ``latest`` (itself missed).
 
-    ``missed``/``missed_total`` are the missed times *before* ``latest``, as in
-    :func:`decide`; the gap is those plus ``latest``. No regular fire comes first:
+    ``gap`` holds the missed times *before* ``latest``, as in :func:`decide`; the
+    whole gap is those plus ``latest``. No regular fire comes first:
 
     * ``skip``: every missed time is dropped; nothing runs;
     * ``catchup``: the latest ``catchup_limit`` missed times run: ``latest`` itself,
       and the ones before it through backfill;
     * ``compress``: ``latest`` runs once with the window ``[last that ran, latest]``.
     """
-    total = missed_total + 1
+    total = gap.total + 1
     if policy == "skip":
         return Decision(
-            previous_nominal, latest, dropped=[*missed, latest], misfires=total, run=False
+            gap.previous_nominal, latest, dropped=[*gap.missed, latest], misfires=total, run=False
         )
     # ``latest`` runs itself, so catch-up replays one fewer of the times before it.
-    return _apply(policy, latest, previous_nominal, last_ran, missed, total, catchup_limit - 1)
+    return _apply(policy, latest, gap, total, catchup_limit - 1)

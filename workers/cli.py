@@ -7,6 +7,7 @@ import asyncio
 
 from pipeline import logs, settings
 from pipeline.clients import Unreachable
+from pipeline.command import Command
 from pipeline.flags import add_flags, overrides
 from pipeline.runtime import Shutdown
 
@@ -58,18 +59,7 @@ def _run(args: argparse.Namespace) -> int:
         return 1
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    p = sub.add_parser(
-        "worker",
-        help="run the Temporal worker: event and cron runs, task instances, task handlers",
-        description=(
-            "Poll the task queue for RunActivityWorkflow, TaskInstanceWorkflow and the "
-            "CronFireWorkflow schedule dispatcher: log each run once, plan its tasks, run "
-            "every task once through its handler (noop, fail, "
-            "emit, webhook, or your own via INGEST_TASK_HANDLERS / the "
-            "'ingest.task_handlers' entry point group). Stops cleanly on SIGTERM."
-        ),
-    )
+def _flags(p: argparse.ArgumentParser) -> None:
     add_flags(
         p,
         *_FLAGS,
@@ -91,7 +81,21 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p.add_argument(
         "--log-level", choices=["DEBUG", "INFO", "WARNING", "ERROR"], help="env INGEST_LOG_LEVEL"
     )
-    p.set_defaults(func=_run)
+
+
+COMMAND = Command(
+    "worker",
+    help="run the Temporal worker: event and cron runs, task instances, task handlers",
+    description=(
+        "Poll the task queue for RunActivityWorkflow, TaskInstanceWorkflow and the "
+        "CronFireWorkflow schedule dispatcher: log each run once, plan its tasks, run "
+        "every task once through its handler (noop, fail, "
+        "emit, webhook, or your own via INGEST_TASK_HANDLERS / the "
+        "'ingest.task_handlers' entry point group). Stops cleanly on SIGTERM."
+    ),
+    run=_run,
+    flags=_flags,
+)
 
 
 if __name__ == "__main__":
@@ -99,4 +103,4 @@ if __name__ == "__main__":
     # importing the other subcommands (a lean container entry point).
     from pipeline.cli import entry_one
 
-    entry_one("worker", add_parser)
+    entry_one(COMMAND)

@@ -64,10 +64,7 @@ class Kafka(Service):
         return libs
 
     def ensure(self) -> str:
-        if self.answering():
-            return "already running"
-        if self.proc.pid() is not None:
-            wait_for(self.answering, "Kafka", self.proc, 60)
+        if self.already_running("Kafka"):
             return "already running"
         java = _java()
         libs = self.libs()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from pipeline.command import Command
 from pipeline.stack.kafka import Kafka
 from pipeline.stack.kafka_cluster import KafkaCluster, stack_kafka
 from pipeline.stack.postgres import Postgres
@@ -89,17 +90,16 @@ def status(cfg: StackSettings) -> int:
     return 1 if bad else 0
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    p = sub.add_parser(
-        "stack",
-        help="start/stop/check the local Kafka, Temporal and PostgreSQL",
-        description=(
-            "The local stack of real services: a KRaft Kafka broker run on Java 17 from "
-            "Maven jars, `temporal server start-dev` (SQLite in WAL mode), and the "
-            "embedded PostgreSQL (or DATABASE_URL if set). State and logs live in "
-            "INGEST_STACK_DIR (default .stack/)."
-        ),
-    )
+def _run(args: argparse.Namespace) -> int:
+    cfg = StackSettings()
+    if args.action == "up":
+        return up(cfg, args.partitions, args.kafka_nodes)
+    if args.action == "down":
+        return down(cfg)
+    return status(cfg)
+
+
+def _flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("action", choices=["up", "down", "status"])
     p.add_argument("--partitions", type=int, help="partitions for new topics (KAFKA_PARTITIONS)")
     p.add_argument(
@@ -114,13 +114,17 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
             "(docs/kafka.md); status/down find a started cluster by themselves"
         ),
     )
-    p.set_defaults(func=_run)
 
 
-def _run(args: argparse.Namespace) -> int:
-    cfg = StackSettings()
-    if args.action == "up":
-        return up(cfg, args.partitions, args.kafka_nodes)
-    if args.action == "down":
-        return down(cfg)
-    return status(cfg)
+COMMAND = Command(
+    "stack",
+    help="start/stop/check the local Kafka, Temporal and PostgreSQL",
+    description=(
+        "The local stack of real services: a KRaft Kafka broker run on Java 17 from "
+        "Maven jars, `temporal server start-dev` (SQLite in WAL mode), and the "
+        "embedded PostgreSQL (or DATABASE_URL if set). State and logs live in "
+        "INGEST_STACK_DIR (default .stack/)."
+    ),
+    run=_run,
+    flags=_flags,
+)

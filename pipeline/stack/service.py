@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
-from pipeline.stack.procs import Proc, port_open
+from pipeline.stack.procs import Proc, port_open, wait_for
 from pipeline.stack.settings import HOST, StackSettings
 
 
@@ -29,6 +29,16 @@ class Service:
 
     def answering(self) -> bool:
         return port_open(HOST, getattr(self.cfg, self.port_setting)) and self.handshake()
+
+    def already_running(self, what: str) -> bool:
+        """It answers, or the process an earlier ``up`` started comes to answer within
+        60 s (raises StackError if it does not); False: it has to be started."""
+        if self.answering():
+            return True
+        if self.proc.pid() is not None:
+            wait_for(self.answering, what, self.proc, 60)
+            return True
+        return False
 
     @property
     def home(self) -> Path:

@@ -39,10 +39,7 @@ class Temporal(Service):
         return state
 
     def _ensure(self) -> str:
-        if self.answering():
-            return "already running"
-        if self.proc.pid() is not None:
-            wait_for(self.answering, "Temporal", self.proc, 60)
+        if self.already_running("Temporal"):
             return "already running"
         binary = _venv_bin("temporal")
         if binary is None:

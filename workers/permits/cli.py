@@ -18,6 +18,7 @@ import orjson
 
 from pipeline import settings
 from pipeline.clients import Unreachable, db_pool, temporal_client
+from pipeline.command import Command
 from pipeline.flags import add_flags, overrides
 
 _FLAGS = ("temporal_address", "namespace", "database_url")
@@ -98,38 +99,43 @@ def _run(args: argparse.Namespace) -> int:
         return 1
 
 
-def _common(p: argparse.ArgumentParser) -> None:
-    add_flags(p, *_FLAGS)
-    p.set_defaults(func=_run)
-
-
-def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    perm = sub.add_parser(
-        "permits",
-        help="scarce-resource permits: list holders, release a slot",
-        description="Permits of the resources declared under `resources:` in activity files "
-        "(see docs/permits.md). Exit 1 when a dependency is unreachable or nothing matched.",
-    )
-    psub = perm.add_subparsers(dest="permits_command", metavar="ACTION", required=True)
-    p = psub.add_parser(
-        "list",
-        help="every slot acquired so far: state, holder task, fencing token, age vs lease",
-        description="One line per (resource, slot) ever acquired. STATE is held, released, "
-        "lease_expired, or 'closed (not released)' when Temporal closed the permit run "
-        "without a release (its holder was terminated, or the server timeout fired).",
-    )
+def _list_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--resource", help="only this resource")
     p.add_argument("--json", action="store_true", help="JSON instead of a table")
-    _common(p)
-    p = psub.add_parser(
-        "release",
-        help="operator release of one slot, pinned to its current permit run",
-        description="Signal `release` to the open run of permit:RESOURCE:SLOT, addressed by "
-        "its run id, so a holder that acquires after this command is never released by it. "
-        "The old holder is not stopped: the next holder's higher fencing token fences it. "
-        "Exit 1 when the slot is not held.",
-    )
+    add_flags(p, *_FLAGS)
+
+
+def _release_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("resource", help="resource name")
     p.add_argument("slot", help="slot number, 0..capacity-1")
     p.add_argument("--run-id", help="release only if this permit run still holds the slot")
-    _common(p)
+    add_flags(p, *_FLAGS)
+
+
+COMMAND = Command(
+    "permits",
+    help="scarce-resource permits: list holders, release a slot",
+    description="Permits of the resources declared under `resources:` in activity files "
+    "(see docs/permits.md). Exit 1 when a dependency is unreachable or nothing matched.",
+    actions=(
+        Command(
+            "list",
+            help="every slot acquired so far: state, holder task, fencing token, age vs lease",
+            description="One line per (resource, slot) ever acquired. STATE is held, released, "
+            "lease_expired, or 'closed (not released)' when Temporal closed the permit run "
+            "without a release (its holder was terminated, or the server timeout fired).",
+            run=_run,
+            flags=_list_flags,
+        ),
+        Command(
+            "release",
+            help="operator release of one slot, pinned to its current permit run",
+            description="Signal `release` to the open run of permit:RESOURCE:SLOT, addressed by "
+            "its run id, so a holder that acquires after this command is never released by it. "
+            "The old holder is not stopped: the next holder's higher fencing token fences it. "
+            "Exit 1 when the slot is not held.",
+            run=_run,
+            flags=_release_flags,
+        ),
+    ),
+)

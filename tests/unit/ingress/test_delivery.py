@@ -9,6 +9,7 @@ from aiokafka.errors import (
     KafkaConnectionError,
     MessageSizeTooLargeError,
     NotLeaderForPartitionError,
+    RecordTooLargeError,
     TopicAuthorizationFailedError,
 )
 
@@ -50,11 +51,52 @@ class FakeProducer:
         return fut
 
 
+class FakeBatch:
+    def __init__(self) -> None:
+        self.items: list[tuple[bytes | None, bytes | None]] = []
+        self.closed = False
+
+    def append(self, *, timestamp, key, value, headers):
+        assert not self.closed
+        self.items.append((key, value))
+        return object()
+
+    def close(self) -> None:
+        self.closed = True
+
+
+class BatchingProducer(FakeProducer):
+    """Also takes closed batches; ``bscript`` fails the n-th batch's future."""
+
+    def __init__(self, script=None, bscript: dict[int, BaseException] | None = None) -> None:
+        super().__init__(script)
+        self.bscript = bscript or {}
+        self.batches: list[tuple[str, int, list[tuple[bytes | None, bytes | None]]]] = []
+
+    def create_batch(self) -> FakeBatch:
+        return FakeBatch()
+
+    async def send_batch(self, batch: FakeBatch, topic: str, *, partition: int):
+        assert batch.closed
+        fut: asyncio.Future[object] = asyncio.get_running_loop().create_future()
+        exc = self.bscript.get(len(self.batches))
+        self.batches.append((topic, partition, batch.items))
+        if exc is not None:
+            fut.set_exception(exc)
+        else:
+            self.sent.extend((topic, k, v) for k, v in batch.items)
+            fut.set_result(None)
+        return fut
+
+
 def recs(n: int) -> list[Outgoing]:
     return [transform(record(b'{"type":"t"}', offset=i), **KW) for i in range(n)]
 
 
-async def run(producer: FakeProducer, records: list[Outgoing], give_up=lambda: False):
+async def run(
+    producer: FakeProducer, records: list[Outgoing], give_up=lambda: False, batch_record_max=-1
+):
+    """``batch_record_max=-1``: every record goes on its own (the per-record path)."""
     acked: list[Outgoing] = []
     sleeps: list[float] = []
 
@@ -65,11 +107,12 @@ async def run(producer: FakeProducer, records: list[Outgoing], give_up=lambda: F
         producer,
         records,
         dlq_topic="dlq",
-        on_acked=acked.append,
+        on_acked=acked.extend,
         give_up=give_up,
         sleep=sleep,
         backoff_min=0.1,
         backoff_max=0.3,
+        batch_record_max=batch_record_max,
     )
     return acked, sleeps
 
@@ -135,3 +178,52 @@ async def test_keyed_records_get_the_crc32_partition_explicitly():
     records = recs(6)
     await run(producer, records)
     assert producer.partitions == [key_partition(r.key, FakeProducer.PARTITIONS) for r in records]
+
+
+# -- the batched path (what the service uses) -----------------------------------
+
+
+async def test_records_go_as_one_closed_batch_per_partition() -> None:
+    from pipeline.kafka import key_partition
+
+    p = BatchingProducer()
+    records = recs(12)
+    acked, sleeps = await run(p, records, batch_record_max=10**6)
+    assert p.calls == 0 and sorted(r.source.offset for r in acked) == list(range(12))
+    want: dict[int, list[bytes | None]] = {}
+    for r in records:
+        want.setdefault(key_partition(r.key, FakeProducer.PARTITIONS), []).append(r.key)
+    got = {part: [k for k, _ in items] for _, part, items in p.batches}
+    assert got == want and len(p.batches) == len(want) and sleeps == []  # order kept
+
+
+async def test_a_batch_failing_retriably_is_resent_as_a_batch() -> None:
+    p = BatchingProducer(bscript={0: NotLeaderForPartitionError()})
+    acked, sleeps = await run(p, recs(1), batch_record_max=10**6)
+    assert len(p.batches) == 2 and len(acked) == 1 and sleeps == [0.1] and p.calls == 0
+
+
+async def test_a_batch_refused_as_too_large_is_split_and_only_the_culprit_dead_lettered() -> None:
+    # The batch of 2 is refused; sent one by one, record 1 alone is too large.
+    p = BatchingProducer({1: ("future", MessageSizeTooLargeError())}, {0: RecordTooLargeError()})
+    p.PARTITIONS = 1
+    acked, sleeps = await run(p, recs(2), batch_record_max=10**6)
+    kinds = sorted((r.topic, r.reason) for r in acked)
+    assert kinds == [("dlq", "too_large"), ("ev", None)] and sleeps == []
+    assert len(p.batches) == 1 and p.calls == 3  # the keyless DLQ copy went on its own
+
+
+async def test_a_batch_refused_for_good_fails_per_record() -> None:
+    p = BatchingProducer({0: ("future", TopicAuthorizationFailedError())})
+    p.bscript = {0: TopicAuthorizationFailedError()}
+    with pytest.raises(FatalProduceError):
+        await run(p, recs(1), batch_record_max=10**6)
+
+
+async def test_large_and_keyless_records_go_on_their_own() -> None:
+    big = transform(record(b'{"type":"t","data":"' + b"x" * 100 + b'"}', offset=9), **KW)
+    keyless = transform(record(b"not json", offset=10), **KW)  # DLQ copy of a keyless message
+    p = BatchingProducer()
+    acked, _ = await run(p, [*recs(2), big, keyless], batch_record_max=100)
+    assert p.calls == 2 and sum(len(items) for *_, items in p.batches) == 2
+    assert sorted(r.source.offset for r in acked) == [0, 1, 9, 10]

@@ -44,3 +44,21 @@ def test_config_errors_name_the_variable(monkeypatch: pytest.MonkeyPatch) -> Non
     monkeypatch.setenv("INGEST_MAX_EVENT_BYTES", "zero")
     with pytest.raises(ConfigError, match="INGEST_MAX_EVENT_BYTES"):
         load_ingress_settings()
+
+
+def test_batch_acks_commit_point_is_the_lowest_unacknowledged_offset() -> None:
+    from ingress.acks import BatchAcks
+    from ingress.records import transform
+    from ingress.stamping import SourceStrategy
+    from tests.unit.ingress.helpers import record
+
+    kw = {"strategy": SourceStrategy(), "events_topic": "ev", "dlq_topic": "dlq", "max_bytes": 99}
+    a, b = TopicPartition("raw", 0), TopicPartition("raw", 1)
+    msgs = {a: [record(b'{"type":"t"}', offset=o) for o in (10, 11, 13)]}  # 12: a marker
+    msgs[b] = [record(b"bad", partition=1, offset=5)]
+    out = {tp: [transform(m, **kw) for m in ms] for tp, ms in msgs.items()}
+    acks = BatchAcks(msgs)
+    assert acks.ack([out[a][1], out[a][2]]) == {a: 10}  # 10 still unacknowledged
+    assert acks.ack([out[b][0]]) == {b: 6} and not acks.done
+    assert acks.ack([out[a][0]]) == {a: 14} and acks.done  # 12 was never fetched
+    assert acks.stamped == {"source": 3} and acks.dead == {"not_json": 1}

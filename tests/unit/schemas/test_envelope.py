@@ -268,3 +268,18 @@ def test_parse_returns_envelope_or_known_error(
     # Whatever parse() accepts, ingress can serialise and parse back.
     again = parse(env.with_event_id("x").to_json())
     assert again.type == env.type
+
+
+def test_hot_path_envelopes_equal_the_constructor_built_ones() -> None:
+    # parse() and with_event_id() skip the frozen __init__ for speed; same object all the same.
+    import dataclasses
+
+    doc = {"type": "t", "source": "s", "time": "now", "subject": "x", "data": [1], "extensions": {}}
+    env = parse(j(doc), [("h", b"1")])
+    hdrs = (("h", b"1"),)
+    built = Envelope(type="t", source="s", time="now", subject="x", data=[1], headers=hdrs)
+    assert env == built
+    stamped = env.with_event_id("e1")
+    assert stamped == dataclasses.replace(built, event_id="e1") and env.event_id is None
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        stamped.event_id = "other"  # type: ignore[misc]
