@@ -17,7 +17,7 @@ from temporalio.common import WorkflowIDReusePolicy
 from definitions import store
 from pipeline.runtime import Shutdown
 from pipeline.settings import Settings
-from schemas.definitions import ActivityDef, EventTrigger, TaskDef
+from schemas.definitions import ActivityDef, EventTrigger, PermitDef, TaskDef
 from schemas.ids import event_workflow_id, run_id_for
 from schemas.workflow_io import RunActivityInput
 from workers.handlers import Handler, Registry, load_registry
@@ -35,10 +35,19 @@ async def insert_activity(pool: asyncpg.Pool, tasks: list[dict[str, Any]]) -> st
         id=uuid.UUID(activity_id),
         name=f"test-{activity_id[:8]}",
         trigger=EventTrigger(type="event", event_type="test.event"),
-        tasks=[TaskDef.model_construct(**t) for t in tasks],
+        tasks=[TaskDef.model_construct(**_with_permit(t)) for t in tasks],
     )
     await store.upsert(pool, [act])
     return activity_id
+
+
+def _with_permit(task: dict[str, Any]) -> dict[str, Any]:
+    """The task's ``permit`` as the model it is stored from (a dict would serialise
+    with a pydantic warning); everything else stays unchecked."""
+    permit = task.get("permit")
+    if isinstance(permit, dict):
+        return {**task, "permit": PermitDef.model_validate(permit)}
+    return task
 
 
 def event_run(

@@ -201,8 +201,12 @@ class ApprovalFlow:
                 )
         except TimeoutError:
             timed_out = True
-        finally:
+        except GeneratorExit:
+            raise  # evicted from the worker's cache: no workflow call can run now
+        except BaseException:
             await self._stop_reminders(reminders)
+            raise
+        await self._stop_reminders(reminders)
         if timed_out and self._phase == phase:
             await self._deadline_passed()
         await self._flush()

@@ -99,8 +99,16 @@ class Semaphore:
         held, handle = await self._acquire(lease, holder or workflow.info().workflow_id)
         try:
             yield held
-        finally:
+        except GeneratorExit:
+            # The worker evicted this workflow from its cache (shutdown, a full cache):
+            # the coroutine is being torn down, not ended, and no workflow call can run
+            # now. The slot stays held; the workflow resumes on a worker by replay and
+            # releases it there.
+            raise
+        except BaseException:
             await self._release(held, handle)
+            raise
+        await self._release(held, handle)
 
     async def _acquire(
         self, lease: timedelta | None, holder: str
