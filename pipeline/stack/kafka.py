@@ -13,6 +13,7 @@ import os
 import shutil
 import subprocess
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -143,10 +144,18 @@ def _java() -> str:
     return java
 
 
-def _kafka_cluster_id() -> str:
+def _kafka_cluster_id(uuid4: Callable[[], uuid.UUID] = uuid.uuid4) -> str:
+    """A random KRaft cluster id, as Kafka's own ``Uuid.randomUuid`` makes one.
+
+    Like Kafka, never one that starts with ``-`` (1 in 64 of them would): the
+    storage tool's ``-t ID`` would read it as an option and refuse to format.
+    """
     import base64
 
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    while True:
+        cid = base64.urlsafe_b64encode(uuid4().bytes).decode().rstrip("=")
+        if not cid.startswith("-"):
+            return cid
 
 
 def _kafka_handshake(address: str) -> bool:
