@@ -35,14 +35,20 @@ def _stamped() -> int:
                    if s.name.endswith("_total")))  # fmt: skip
 
 
-async def passthrough(cfg: Settings, n: int) -> float:
+async def _pass_clients(cfg: Settings, group: str) -> tuple[str, Any, Any]:
+    """The sink topic, and a started consumer of the raw topic (fresh group) and producer."""
     k = cfg.kafka
     sink = f"{k.events_topic}-sink"
     await ensure_topics(k, [sink], 3)
-    consumer = kafka.consumer(k, k.raw_topic, group_id=f"bench-pass-{uuid.uuid4().hex[:8]}")
+    consumer = kafka.consumer(k, k.raw_topic, group_id=f"{group}-{uuid.uuid4().hex[:8]}")
     producer = kafka.producer(k)
     await consumer.start()
     await producer.start()
+    return sink, consumer, producer
+
+
+async def passthrough(cfg: Settings, n: int) -> float:
+    sink, consumer, producer = await _pass_clients(cfg, "bench-pass")
     done, first = 0, 0.0
     try:
         while done < n:
@@ -77,12 +83,7 @@ async def pipelined_passthrough(cfg: Settings, n: int) -> float:
     from ingress.records import Outgoing
 
     k = cfg.kafka
-    sink = f"{k.events_topic}-sink"
-    await ensure_topics(k, [sink], 3)
-    consumer = kafka.consumer(k, k.raw_topic, group_id=f"bench-pipe-{uuid.uuid4().hex[:8]}")
-    producer = kafka.producer(k)
-    await consumer.start()
-    await producer.start()
+    sink, consumer, producer = await _pass_clients(cfg, "bench-pipe")
     acked: dict[Any, int] = {}
 
     def on_acked(group: list[Outgoing]) -> None:
