@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -12,15 +11,13 @@ import asyncpg
 import pytest
 from temporalio.client import Client
 
-from pipeline.runtime import Shutdown
 from pipeline.settings import Settings
 from schemas.definitions import ResourceDef
+from tests.support.runs import worker_factory
 from workers.handlers import Registry
 from workers.parts import core_part
 from workers.permits import store
 from workers.permits.part import permit_part
-from workers.settings import WorkerSettings
-from workers.worker import run_worker
 
 from .handlers import VISITS_DDL, max_inside
 
@@ -55,24 +52,12 @@ async def visits_table(db_pool: asyncpg.Pool) -> asyncpg.Pool:
 
 @pytest.fixture
 def permit_worker(cfg: Settings, temporal: Client, db_pool: asyncpg.Pool):  # type: ignore[no-untyped-def]
+    """``async with permit_worker(registry)``: a worker with the runs and the permits."""
+    factory = worker_factory(cfg, temporal, db_pool)
+
     @asynccontextmanager
     async def run(registry: Registry, settings: Settings | None = None) -> AsyncIterator[None]:
-        shutdown = Shutdown()
-        task = asyncio.create_task(
-            run_worker(
-                settings or cfg,
-                shutdown,
-                client=temporal,
-                pool=db_pool,
-                registry=registry,
-                worker_settings=WorkerSettings(),
-                parts=(core_part, permit_part),
-            )
-        )
-        try:
+        async with factory(registry=registry, settings=settings, parts=(core_part, permit_part)):
             yield
-        finally:
-            shutdown.trigger()
-            assert await asyncio.wait_for(task, 60) == 0
 
     return run
