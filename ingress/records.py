@@ -14,9 +14,16 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from aiokafka.structs import ConsumerRecord
 
-from ingress.stamping import StampError, Strategy, stamp
+from ingress.stamping import EXISTING, StampError, Strategy, derive, stamp
 from pipeline.kafka import dlq_headers
-from schemas.envelope import EnvelopeError, encode, parse
+from schemas.envelope import (
+    EnvelopeError,
+    decode_headers,
+    encode,
+    parse,
+    plain_event_id,
+    with_event_id_json,
+)
 
 if TYPE_CHECKING:
     from ingress.settings import IngressSettings
@@ -54,6 +61,9 @@ class Outgoing(NamedTuple):
 
 
 _OURS = (H_STAMP, H_SOURCE)
+# Larger bodies always take the full parse: the plain path's bracket count and the
+# forwarded bytes (which may keep whitespace the full path would drop) stay small.
+PLAIN_MAX_BYTES = 64 * 1024
 
 
 @functools.cache
@@ -88,6 +98,9 @@ def transform(
     the other, on one consumer.
     """
     try:
+        out = _plain(msg, strategy, events_topic, max_bytes)
+        if out is not None:
+            return out
         # Serialised once, after stamping; encode() raises what parse() would check.
         env = parse(msg.value, msg.headers, max_bytes=max_bytes, check_serialisable=False)
         env, label = stamp(env, msg, strategy)
@@ -107,6 +120,39 @@ def transform(
             msg.offset,
         )
         return to_dlq(msg, dlq_topic, R_INTERNAL, f"{type(exc).__name__}: {exc}")
+
+
+def _plain(
+    msg: ConsumerRecord, strategy: Strategy, events_topic: str, max_bytes: int
+) -> Outgoing | None:
+    """The event record without building an envelope or re-serialising, or None.
+
+    For a plain body (:func:`schemas.envelope.plain_event_id`) the full path's
+    output is the same JSON document as the body plus ``event_id``, so the body is
+    forwarded as is (it has an id) or with the stamped id spliced in as its first
+    key; headers, key and label are those of the full path. None sends the message
+    through the full path (CloudEvents, anything unusual, every malformed body).
+    """
+    value = msg.value
+    if value is None or len(value) > max_bytes or len(value) > PLAIN_MAX_BYTES:
+        return None
+    hdrs = decode_headers(msg.headers) if msg.headers else ()
+    if hdrs and any(n.startswith("ce_") for n, _ in hdrs):
+        return None
+    plain, event_id = plain_event_id(value)
+    if not plain:
+        return None
+    coordinates = f"{msg.topic}/{msg.partition}/{msg.offset}".encode()
+    if event_id is None:
+        event_id = derive(strategy, msg, coordinates)
+        label = strategy.label
+        value = with_event_id_json(value, event_id)
+    else:
+        label = EXISTING
+    headers = [(k, v) for k, v in hdrs if k not in _OURS] if hdrs else []
+    headers.append((H_STAMP, _label_bytes(label)))
+    headers.append((H_SOURCE, coordinates))
+    return Outgoing(msg, events_topic, event_id.encode(), value, headers, None, label)
 
 
 def restamper(

@@ -30,7 +30,7 @@ from aiokafka.structs import ConsumerRecord
 
 from pipeline.kafka import header
 from schemas.envelope import Envelope
-from schemas.ids import content_event_id, source_event_id
+from schemas.ids import content_event_id, source_event_id, source_event_id_of
 
 R_MISSING_EVENT_ID_HEADER = "missing_event_id_header"
 EXISTING = "existing"
@@ -111,3 +111,11 @@ def stamp(env: Envelope, msg: ConsumerRecord, strategy: Strategy) -> tuple[Envel
     if env.event_id:
         return env, EXISTING
     return env.with_event_id(strategy.derive(msg)), strategy.label
+
+
+def derive(strategy: Strategy, msg: ConsumerRecord, coordinates: bytes) -> str:
+    """``strategy.derive(msg)``; ``coordinates`` is ``b"{topic}/{partition}/{offset}"`` of
+    ``msg``, already formed by ingress for its header, reused by the ``source`` strategy."""
+    if type(strategy) is SourceStrategy:
+        return source_event_id_of(coordinates)
+    return strategy.derive(msg)
