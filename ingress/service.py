@@ -40,6 +40,8 @@ from pipeline.settings import Settings
 log = logging.getLogger(__name__)
 
 ConsumerFactory = Callable[[], AIOKafkaConsumer]
+# Messages transformed between two yields to the event loop (see Ingress._prepare).
+PREPARE_SLICE = 100
 ProducerFactory = Callable[[], AIOKafkaProducer]
 
 
@@ -161,7 +163,7 @@ class Ingress:
             while not self.shutdown.requested:
                 wait = 0 if inflight is not None else 500
                 batch = await consumer.getmany(timeout_ms=wait, max_records=self.config.batch_size)
-                nxt = self._prepare(batch) if batch else None
+                nxt = await self._prepare(batch) if batch else None
                 acked = inflight is not None
                 if inflight is not None:
                     await inflight  # FatalProduceError / DrainTimeout propagate from here
@@ -193,10 +195,16 @@ class Ingress:
             self._outstanding = 0
             self._idle.set()
 
-    def _prepare(
+    async def _prepare(
         self, batch: dict[TopicPartition, list[ConsumerRecord]]
     ) -> tuple[list[Outgoing], BatchAcks]:
-        """Transform every message of ``batch``; from here until acknowledged it is in flight."""
+        """Transform every message of ``batch``; from here until acknowledged it is in flight.
+
+        Transforming a batch takes milliseconds of CPU: it yields to the event loop
+        every ``PREPARE_SLICE`` messages, so the batch in flight is sent, and its
+        acknowledgements and the running commit are read, during the transform and
+        not after it.
+        """
         self._outstanding += 1
         self._idle.clear()
         k = self.settings.kafka
@@ -204,15 +212,18 @@ class Ingress:
         records: list[Outgoing] = []
         for tp, msgs in batch.items():
             metrics.EVENTS_CONSUMED.labels(COMPONENT, tp.topic).inc(len(msgs))
-            records.extend(
-                [
-                    transform(
-                        m, strategy=self.strategy, events_topic=events, dlq_topic=dlq,
-                        max_bytes=max_bytes,
-                    )
-                    for m in msgs
-                ]
-            )  # fmt: skip
+            for i in range(0, len(msgs), PREPARE_SLICE):
+                if records:
+                    await asyncio.sleep(0)
+                records.extend(
+                    [
+                        transform(
+                            m, strategy=self.strategy, events_topic=events, dlq_topic=dlq,
+                            max_bytes=max_bytes,
+                        )
+                        for m in msgs[i : i + PREPARE_SLICE]
+                    ]
+                )  # fmt: skip
         return records, BatchAcks(batch)
 
     async def _deliver(
