@@ -61,6 +61,7 @@ class Outgoing(NamedTuple):
 
 
 _OURS = (H_STAMP, H_SOURCE)
+_new_tuple = tuple.__new__
 # Larger bodies always take the full parse: the plain path's bracket count and the
 # forwarded bytes (which may keep whitespace the full path would drop) stay small.
 PLAIN_MAX_BYTES = 64 * 1024
@@ -152,7 +153,8 @@ def _plain(
     headers = [(k, v) for k, v in hdrs if k not in _OURS] if hdrs else []
     headers.append((H_STAMP, _label_bytes(label)))
     headers.append((H_SOURCE, coordinates))
-    return Outgoing(msg, events_topic, event_id.encode(), value, headers, None, label)
+    # Outgoing(...) without its Python-level __new__: a third of a microsecond per event.
+    return _new_tuple(Outgoing, (msg, events_topic, event_id.encode(), value, headers, None, label))
 
 
 def restamper(

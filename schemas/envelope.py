@@ -118,7 +118,10 @@ def plain_event_id(body: bytes) -> tuple[bool, str | None]:
     ``NOT_PLAIN`` and goes through :func:`parse`, which gives the verdict.
     Headers are the caller's business: a ``ce_*`` header makes a message not plain.
     """
-    if body[:1] != b"{" or body.count(b"{") + body.count(b"[") > _PLAIN_MAX_BRACKETS:
+    if body[:1] != b"{" or (
+        len(body) > _PLAIN_MAX_BRACKETS
+        and body.count(b"{") + body.count(b"[") > _PLAIN_MAX_BRACKETS
+    ):
         return NOT_PLAIN
     try:
         doc = orjson.loads(body)
