@@ -9,11 +9,14 @@ error commits nothing more.
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
+import pytest
 from aiokafka.errors import TopicAuthorizationFailedError
-from aiokafka.structs import TopicPartition
+from aiokafka.structs import ConsumerRecord, TopicPartition
 
-from ingress.records import H_SOURCE
+from ingress import service
+from ingress.records import H_SOURCE, Outgoing, transform
 from ingress.service import Ingress
 from ingress.settings import load_ingress_settings
 from pipeline import settings
@@ -146,10 +149,15 @@ class SlowCommitConsumer(Consumer):
 
 
 async def run(
-    sizes: list[int], fail_from: int | None = None, consumer_class: type[Consumer] = Consumer
+    sizes: list[int],
+    fail_from: int | None = None,
+    consumer_class: type[Consumer] = Consumer,
+    log: list[tuple[str, object]] | None = None,
 ) -> tuple[int, Consumer]:
     shutdown = Shutdown()
     consumer = consumer_class(batches(sizes), shutdown)
+    if log is not None:
+        consumer.log = log
     producer = Producer(consumer.log, fail_from)
     ing = Ingress(
         settings.load_settings(kafka__raw_topic="raw"),
@@ -216,3 +224,24 @@ async def test_the_next_batch_is_fetched_while_a_commit_is_in_flight_one_commit_
     assert overlapped >= 1
     offsets = [what[TP0] for kind, what in consumer.log if kind == "commit"]  # type: ignore[index]
     assert offsets == sorted(offsets)  # committed in produce order
+
+
+async def test_acknowledgements_are_read_while_the_next_batch_is_transformed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    log: list[tuple[str, object]] = []
+
+    def logged(msg: ConsumerRecord, **kw: Any) -> Outgoing:
+        log.append(("transform", msg.offset))
+        return transform(msg, **kw)
+
+    monkeypatch.setattr(service, "transform", logged)
+    code, consumer = await run([1000, 1000, 1000], log=log)
+    assert code == 0
+    assert_commits_only_acknowledged(consumer)
+    first_ack = [kind for kind, _ in log].index("ack")
+    second = range(1000, 2000)  # the raw offsets of the second fetched batch
+    # The first batch's acknowledgement is read in the middle of the second's transform.
+    before = [o for kind, o in log[:first_ack] if kind == "transform" and o in second]
+    after = [o for kind, o in log[first_ack:] if kind == "transform" and o in second]
+    assert before and after
