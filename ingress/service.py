@@ -30,7 +30,7 @@ from aiokafka.structs import ConsumerRecord, TopicPartition
 
 from ingress.acks import BatchAcks
 from ingress.delivery import DrainTimeout, FatalProduceError, deliver
-from ingress.records import COMPONENT, Outgoing, transform
+from ingress.records import COMPONENT, Outgoing, transform_all
 from ingress.settings import IngressSettings
 from ingress.stamping import Strategy
 from pipeline import kafka, metrics
@@ -216,13 +216,10 @@ class Ingress:
                 if records:
                     await asyncio.sleep(0)
                 records.extend(
-                    [
-                        transform(
-                            m, strategy=self.strategy, events_topic=events, dlq_topic=dlq,
-                            max_bytes=max_bytes,
-                        )
-                        for m in msgs[i : i + PREPARE_SLICE]
-                    ]
+                    transform_all(
+                        msgs[i : i + PREPARE_SLICE], strategy=self.strategy,
+                        events_topic=events, dlq_topic=dlq, max_bytes=max_bytes,
+                    )
                 )  # fmt: skip
         return records, BatchAcks(batch)
 

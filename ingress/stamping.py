@@ -23,6 +23,7 @@ keeps it untouched whatever the strategy; it counts as strategy ``existing``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -113,9 +114,7 @@ def stamp(env: Envelope, msg: ConsumerRecord, strategy: Strategy) -> tuple[Envel
     return env.with_event_id(strategy.derive(msg)), strategy.label
 
 
-def derive(strategy: Strategy, msg: ConsumerRecord, coordinates: bytes) -> str:
-    """``strategy.derive(msg)``; ``coordinates`` is ``b"{topic}/{partition}/{offset}"`` of
-    ``msg``, already formed by ingress for its header, reused by the ``source`` strategy."""
-    if type(strategy) is SourceStrategy:
-        return source_event_id_of(coordinates)
-    return strategy.derive(msg)
+def coordinates_deriver(strategy: Strategy) -> Callable[[bytes], str] | None:
+    """For the ``source`` strategy, the id from ``b"{topic}/{partition}/{offset}"``
+    (ingress forms those bytes anyway, for its header); None for the others."""
+    return source_event_id_of if type(strategy) is SourceStrategy else None

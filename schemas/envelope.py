@@ -127,7 +127,7 @@ def plain_event_id(body: bytes) -> tuple[bool, str | None]:
         doc = orjson.loads(body)
     except orjson.JSONDecodeError:
         return NOT_PLAIN
-    if type(doc) is not dict or not doc.keys() <= _PLAIN_KEYS or "data" not in doc:
+    if type(doc) is not dict or not _PLAIN_KEYS.issuperset(doc) or "data" not in doc:
         return NOT_PLAIN
     get = doc.get
     typ, eid, ext = get("type"), get("event_id", ""), get("extensions")

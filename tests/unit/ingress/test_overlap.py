@@ -16,7 +16,7 @@ from aiokafka.errors import TopicAuthorizationFailedError
 from aiokafka.structs import ConsumerRecord, TopicPartition
 
 from ingress import service
-from ingress.records import H_SOURCE, Outgoing, transform
+from ingress.records import H_SOURCE, Outgoing, transform_all
 from ingress.service import Ingress
 from ingress.settings import load_ingress_settings
 from pipeline import settings
@@ -231,11 +231,11 @@ async def test_acknowledgements_are_read_while_the_next_batch_is_transformed(
 ) -> None:
     log: list[tuple[str, object]] = []
 
-    def logged(msg: ConsumerRecord, **kw: Any) -> Outgoing:
-        log.append(("transform", msg.offset))
-        return transform(msg, **kw)
+    def logged(msgs: list[ConsumerRecord], **kw: Any) -> list[Outgoing]:
+        log.extend(("transform", m.offset) for m in msgs)
+        return transform_all(msgs, **kw)
 
-    monkeypatch.setattr(service, "transform", logged)
+    monkeypatch.setattr(service, "transform_all", logged)
     code, consumer = await run([1000, 1000, 1000], log=log)
     assert code == 0
     assert_commits_only_acknowledged(consumer)

@@ -19,7 +19,6 @@ from ingress.stamping import (
     ContentStrategy,
     HeaderStrategy,
     SourceStrategy,
-    StampError,
     Strategy,
 )
 from schemas import envelope
@@ -115,28 +114,38 @@ STRATEGIES: list[Strategy] = [SourceStrategy(), ContentStrategy(), HeaderStrateg
 
 
 def _full(msg: Any, strategy: Strategy) -> Outgoing:
-    plain = records._plain
-    records._plain = lambda *a: None  # type: ignore[assignment]
+    """transform() with every body taken as not plain: the code before the plain path."""
+    plain = records.plain_event_id
+    records.plain_event_id = lambda body: envelope.NOT_PLAIN  # type: ignore[assignment]
     try:
         return transform(msg, strategy=strategy, events_topic="ev", dlq_topic="dlq", max_bytes=MAX)
     finally:
-        records._plain = plain  # type: ignore[assignment]
+        records.plain_event_id = plain  # type: ignore[assignment]
 
 
 def _new(msg: Any, strategy: Strategy) -> Outgoing:
     return transform(msg, strategy=strategy, events_topic="ev", dlq_topic="dlq", max_bytes=MAX)
 
 
+def _via_plain_path(msg: Any, strategy: Strategy) -> tuple[Outgoing, bool]:
+    """transform(), and whether it went the plain path (the full path not called)."""
+    full, calls = records._full, []
+
+    def spy(*args: Any) -> Outgoing:
+        calls.append(args)
+        return full(*args)
+
+    records._full = spy  # type: ignore[assignment]
+    try:
+        out = _new(msg, strategy)
+    finally:
+        records._full = full  # type: ignore[assignment]
+    return out, out.reason is None and not calls
+
+
 def _msg(i: int, body: Any, headers: list[tuple[str, Any]]) -> Any:
     key = f"k{i}".encode()
     return record(body, key=key, headers=headers, topic="raw", partition=i % 3, offset=i)
-
-
-def _takes_plain_path(msg: Any, strategy: Strategy) -> bool:
-    try:
-        return records._plain(msg, strategy, "ev", MAX) is not None
-    except (envelope.EnvelopeError, StampError):
-        return False  # raised as the full path would; transform() turns it into a DLQ record
 
 
 def _assert_equivalent(old: Outgoing, new: Outgoing) -> None:
@@ -161,10 +170,11 @@ def test_plain_path_is_equivalent_to_the_full_path(strategy: Strategy) -> None:
     plain = 0
     for i, (body, headers) in enumerate((b, h) for b in BODIES for h in HEADERS):
         msg = _msg(i, body, headers)
-        old, new = _full(msg, strategy), _new(msg, strategy)
+        old = _full(msg, strategy)
+        new, took_plain = _via_plain_path(msg, strategy)
         _assert_equivalent(old, new)
         seen.add((old.reason, old.label))
-        plain += _takes_plain_path(msg, strategy)
+        plain += took_plain
     # the corpus exercises both paths, stamped and kept ids, and DLQ verdicts
     assert plain >= 40
     assert {(None, strategy.label), (None, "existing"), ("not_json", None)} <= seen
@@ -175,15 +185,15 @@ def test_bodies_in_the_envelopes_own_form_come_out_byte_identical() -> None:
     for i in range(500):
         body = orjson.dumps({"type": "bench.raw", "source": "bench", "data": {"n": i, "é": "🚀"}})
         msg = _msg(i, body, [("trace", b"t")] if i % 2 else [])
-        new = records._plain(msg, SourceStrategy(), "ev", MAX)
-        assert new is not None  # the plain path was taken
+        new, took_plain = _via_plain_path(msg, SourceStrategy())
+        assert took_plain
         assert new == _full(msg, SourceStrategy())
 
 
 def test_a_kept_id_forwards_the_original_bytes() -> None:
     body = b'{"type":"t","data":{"a":1},"event_id":"mine"}'
-    new = records._plain(_msg(1, body, []), SourceStrategy(), "ev", MAX)
-    assert new is not None and new.value is body and new.label == "existing"
+    new, took_plain = _via_plain_path(_msg(1, body, []), SourceStrategy())
+    assert took_plain and new.value is body and new.label == "existing"
 
 
 @pytest.mark.parametrize(
