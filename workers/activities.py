@@ -83,8 +83,13 @@ async def _heartbeating(work: Awaitable[T], interval: float | None) -> T:
                 await task
 
 
-def _plan(run: RunActivityInput, raw: list[object] | None) -> PlanTasksResult:
-    """The run's planned tasks from the activity's ``tasks`` (None: no such activity)."""
+def _plan(
+    run: RunActivityInput, raw: list[object] | None, short: frozenset[str]
+) -> PlanTasksResult:
+    """The run's planned tasks from the activity's ``tasks`` (None: no such activity).
+
+    ``short``: the registry's short handlers (their tasks run them as local activities).
+    """
     if raw is None:
         _permanent(f"activity {run.activity_id} does not exist", "UnknownActivity")
     defs: list[TaskDef] = []
@@ -96,7 +101,7 @@ def _plan(run: RunActivityInput, raw: list[object] | None) -> PlanTasksResult:
             where = ".".join(str(p) for p in err["loc"])
             _permanent(f"activity {run.activity_id} tasks[{i}].{where}: {err['msg']}")
     try:
-        return PlanTasksResult(tasks=plan(defs, run))
+        return PlanTasksResult(tasks=plan(defs, run, short))
     except PlanError as exc:
         _permanent(f"activity {run.activity_id}: {exc}", "PlanError")
 
@@ -107,6 +112,7 @@ class RunActivities:
     ) -> None:
         self._pool = pool
         self._registry = registry
+        self._short = registry.short()
         self._resources = resources or Resources()
 
     def all(self) -> list[Callable[..., Any]]:
@@ -130,7 +136,8 @@ class RunActivities:
         definition never change the plan of a run already planned.
         """
         _check_run(inp.run)
-        return _plan(inp.run, await store.activity_tasks(self._pool, inp.run.activity_id))
+        raw = await store.activity_tasks(self._pool, inp.run.activity_id)
+        return _plan(inp.run, raw, self._short)
 
     @activity.defn(name="start_run")
     async def start_run(self, inp: PlanTasksInput) -> PlanTasksResult:
@@ -143,7 +150,7 @@ class RunActivities:
         _check_run(inp.run)
         inserted, raw = await store.insert_run_and_tasks(self._pool, inp.run)
         RUNS_LOGGED.labels(result="inserted" if inserted else "existing").inc()
-        return _plan(inp.run, raw)
+        return _plan(inp.run, raw, self._short)
 
     @activity.defn(name="set_task_state")
     async def set_task_state(self, inp: TaskStateInput) -> TaskStateResult:

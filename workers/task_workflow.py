@@ -38,7 +38,7 @@ with workflow.unsafe.imports_passed_through():
     from workers.fixes import PausableTask
     from workers.options import handler_options
     from workers.permits.scope import hold_permit
-    from workers.steps import FINISHED, db_step, describe
+    from workers.steps import FINISHED, db_step, describe, local_step
 
 
 @workflow.defn(name="TaskInstanceWorkflow")
@@ -82,21 +82,34 @@ class TaskInstanceWorkflow(PausableTask):
     async def _execute(self, inp: TaskInstanceInput, permit: PermitGrant | None = None) -> None:
         """One execution of the task's handler activity, with its own retry policy.
 
+        A short handler (``TaskSpec.local``, decided by the plan) runs as a local
+        activity: inside this workflow's task, recorded as a marker, so a task costs
+        no activity schedule/poll/complete cycle on the server. Its failure is raised
+        as the same ActivityError a regular activity's is (``workers.steps``).
+
         Raises ActivityError when the handler fails for good (non-retryable, or
         retries exhausted) and ValueError for a bad handler config.
         """
         opts = handler_options(inp.spec.config)
+        arg = RunHandlerInput(inp.task_id, inp.run_id, inp.activity_id, inp.spec, permit)
+        timeout = timedelta(seconds=opts.timeout_seconds)
+        retry = RetryPolicy(
+            initial_interval=timedelta(seconds=opts.retry_initial_seconds),
+            backoff_coefficient=2.0,
+            maximum_interval=timedelta(seconds=opts.retry_max_interval_seconds),
+            maximum_attempts=opts.max_attempts,
+        )
+        if inp.spec.local:
+            await local_step(
+                RunActivities.run_handler, arg, start_to_close_timeout=timeout, retry_policy=retry
+            )
+            return
         await workflow.execute_activity_method(
             RunActivities.run_handler,
-            RunHandlerInput(inp.task_id, inp.run_id, inp.activity_id, inp.spec, permit),
-            start_to_close_timeout=timedelta(seconds=opts.timeout_seconds),
+            arg,
+            start_to_close_timeout=timeout,
             heartbeat_timeout=timedelta(seconds=opts.heartbeat_timeout_seconds),
-            retry_policy=RetryPolicy(
-                initial_interval=timedelta(seconds=opts.retry_initial_seconds),
-                backoff_coefficient=2.0,
-                maximum_interval=timedelta(seconds=opts.retry_max_interval_seconds),
-                maximum_attempts=opts.max_attempts,
-            ),
+            retry_policy=retry,
         )
 
     async def _claim(self, inp: TaskInstanceInput) -> TaskStateResult:
