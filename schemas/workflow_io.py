@@ -194,6 +194,9 @@ class RunHandlerInput:
     activity_id: str
     spec: TaskSpec
     permit: PermitGrant | None = None  # set while the task holds a permit
+    # On success, also mark the task succeeded in the same step (the workflow then
+    # skips its own "succeeded" step): set for short handlers (TaskSpec.local).
+    finish: bool = False
 
 
 # --- permits (workers/permits) ---------------------------------------------------

@@ -34,6 +34,7 @@ from schemas.workflow_io import (
     PlanTasksResult,
     RunActivityInput,
     RunHandlerInput,
+    TaskSpec,
     TaskStateInput,
     TaskStateResult,
 )
@@ -106,6 +107,15 @@ def _plan(
         _permanent(f"activity {run.activity_id}: {exc}", "PlanError")
 
 
+def _count(spec: TaskSpec, row: store.TaskRow, claimed_running: bool = False) -> None:
+    """Count a task's change of state (``pipeline_task_instances_total``)."""
+    if not row.changed:
+        return
+    if claimed_running and row.status == "running":  # claimed and running, in one statement
+        TASK_INSTANCES.labels(task_type=spec.task_type, status="pending").inc()
+    TASK_INSTANCES.labels(task_type=spec.task_type, status=row.status).inc()
+
+
 class RunActivities:
     def __init__(
         self, pool: asyncpg.Pool, registry: Registry, resources: Resources | None = None
@@ -167,10 +177,7 @@ class RunActivities:
             if found is None:
                 _permanent(f"task {inp.task_id} has no row: set it pending first")
             row = found
-        if row.changed:
-            if claim_running and row.status == "running":  # both steps, in one statement
-                TASK_INSTANCES.labels(task_type=inp.spec.task_type, status="pending").inc()
-            TASK_INSTANCES.labels(task_type=inp.spec.task_type, status=row.status).inc()
+        _count(inp.spec, row, claimed_running=claim_running)
         if row.status == "duplicate" and row.changed:
             # Content dedupe: shown next to the router's ledger/temporal layers.
             trigger = (inp.spec.payload.get("trigger") or {}).get("trigger_kind") or "unknown"
@@ -210,6 +217,11 @@ class RunActivities:
         except Exception as exc:
             await self._note_error(inp.task_id, info.attempt, f"{type(exc).__name__}: {exc}")
             raise
+        if inp.finish:  # a repeat finds it succeeded already and changes nothing
+            row = await store.advance_task(self._pool, inp.task_id, "succeeded")
+            if row is None:
+                _permanent(f"task {inp.task_id} has no row: claim it first")
+            _count(inp.spec, row)
 
     async def _note_error(self, task_id: str, attempt: int, error: str) -> None:
         """Best effort: a database hiccup here must not hide the handler's own error."""

@@ -70,7 +70,7 @@ class TaskInstanceWorkflow(PausableTask):
             error = describe(exc)
             await self._state(inp, "failed", error)
             return TaskInstanceResult(inp.task_id, "failed", error)
-        if status == "succeeded":
+        if status == "succeeded" and not inp.spec.local:  # a short handler's step did it
             await self._state(inp, "succeeded")
         return TaskInstanceResult(inp.task_id, status)
 
@@ -84,14 +84,16 @@ class TaskInstanceWorkflow(PausableTask):
 
         A short handler (``TaskSpec.local``, decided by the plan) runs as a local
         activity: inside this workflow's task, recorded as a marker, so a task costs
-        no activity schedule/poll/complete cycle on the server. Its failure is raised
-        as the same ActivityError a regular activity's is (``workers.steps``).
+        no activity schedule/poll/complete cycle on the server. That step also marks
+        the task succeeded (``RunHandlerInput.finish``), one step fewer. Its failure
+        is raised as the same ActivityError a regular activity's is (``workers.steps``).
 
         Raises ActivityError when the handler fails for good (non-retryable, or
         retries exhausted) and ValueError for a bad handler config.
         """
         opts = handler_options(inp.spec.config)
-        arg = RunHandlerInput(inp.task_id, inp.run_id, inp.activity_id, inp.spec, permit)
+        local = inp.spec.local
+        arg = RunHandlerInput(inp.task_id, inp.run_id, inp.activity_id, inp.spec, permit, local)
         timeout = timedelta(seconds=opts.timeout_seconds)
         retry = RetryPolicy(
             initial_interval=timedelta(seconds=opts.retry_initial_seconds),
@@ -99,7 +101,7 @@ class TaskInstanceWorkflow(PausableTask):
             maximum_interval=timedelta(seconds=opts.retry_max_interval_seconds),
             maximum_attempts=opts.max_attempts,
         )
-        if inp.spec.local:
+        if local:
             await local_step(
                 RunActivities.run_handler, arg, start_to_close_timeout=timeout, retry_policy=retry
             )
