@@ -188,8 +188,11 @@ class RunActivities:
         return TaskStateResult(claimed=row.status != "duplicate", status=row.status)
 
     @activity.defn(name="run_handler")
-    async def run_handler(self, inp: RunHandlerInput) -> None:
-        """Run the task's handler; a PermanentTaskError fails the task without retry."""
+    async def run_handler(self, inp: RunHandlerInput) -> bool | None:
+        """Run the task's handler; a PermanentTaskError fails the task without retry.
+
+        With ``inp.finish``: True when this step also marked the task succeeded.
+        """
         handler = self._registry.get(inp.spec.task_type)
         if handler is None:
             _permanent(
@@ -217,11 +220,25 @@ class RunActivities:
         except Exception as exc:
             await self._note_error(inp.task_id, info.attempt, f"{type(exc).__name__}: {exc}")
             raise
-        if inp.finish:  # a repeat finds it succeeded already and changes nothing
+        return await self._finish(inp) if inp.finish else None
+
+    async def _finish(self, inp: RunHandlerInput) -> bool:
+        """Mark the task succeeded after its handler did; False leaves it to the workflow.
+
+        Best effort: the handler has succeeded, and a database error here must not
+        fail it (or run it again, as a failed attempt would). The workflow's own
+        step, retried without limit like every bookkeeping step, then writes it.
+        A repeat finds the task succeeded already and changes nothing.
+        """
+        try:
             row = await store.advance_task(self._pool, inp.task_id, "succeeded")
-            if row is None:
-                _permanent(f"task {inp.task_id} has no row: claim it first")
-            _count(inp.spec, row)
+        except Exception as exc:
+            log.warning("could not mark %s succeeded, the workflow will: %s", inp.task_id, exc)
+            return False
+        if row is None:
+            return False  # no row: the workflow's step reports it
+        _count(inp.spec, row)
+        return True
 
     async def _note_error(self, task_id: str, attempt: int, error: str) -> None:
         """Best effort: a database hiccup here must not hide the handler's own error."""

@@ -46,6 +46,8 @@ class TaskInstanceWorkflow(PausableTask):
     @workflow.init
     def __init__(self, inp: TaskInstanceInput) -> None:
         super().__init__()
+        # True once a short handler's step has marked the task succeeded itself.
+        self._finished = False
         # Approval tasks wait for a person here (workers/approvals); built before run()
         # so their updates and query have their state from the first workflow task.
         self._approval = ApprovalFlow(inp) if inp.spec.task_type == APPROVAL_TASK_TYPE else None
@@ -70,7 +72,7 @@ class TaskInstanceWorkflow(PausableTask):
             error = describe(exc)
             await self._state(inp, "failed", error)
             return TaskInstanceResult(inp.task_id, "failed", error)
-        if status == "succeeded" and not inp.spec.local:  # a short handler's step did it
+        if status == "succeeded" and not self._finished:  # a short handler's step may have
             await self._state(inp, "succeeded")
         return TaskInstanceResult(inp.task_id, status)
 
@@ -85,7 +87,8 @@ class TaskInstanceWorkflow(PausableTask):
         A short handler (``TaskSpec.local``, decided by the plan) runs as a local
         activity: inside this workflow's task, recorded as a marker, so a task costs
         no activity schedule/poll/complete cycle on the server. That step also marks
-        the task succeeded (``RunHandlerInput.finish``), one step fewer. Its failure
+        the task succeeded (``RunHandlerInput.finish``; if it could not, the workflow's
+        own step does), one step fewer. Its failure
         is raised as the same ActivityError a regular activity's is (``workers.steps``).
 
         Raises ActivityError when the handler fails for good (non-retryable, or
@@ -102,7 +105,7 @@ class TaskInstanceWorkflow(PausableTask):
             maximum_attempts=opts.max_attempts,
         )
         if local:
-            await local_step(
+            self._finished = await local_step(
                 RunActivities.run_handler, arg, start_to_close_timeout=timeout, retry_policy=retry
             )
             return
