@@ -111,6 +111,10 @@ class TaskSpec:
     idempotency_key: str | None = None
     on_failure: str = "fail"  # "fail" | "pause" (see schemas.definitions.TaskDef)
     permit: PermitRequest | None = None
+    # Run the handler as a local activity: set by the plan when the handler declares
+    # itself short (workers.handlers.base.register). Recorded with the plan, so a
+    # replay takes the same path whatever the worker's registry says now.
+    local: bool = False
 
     def key_only(self) -> TaskSpec:
         """The spec without its content (payload, config, ...): what a task state
@@ -190,6 +194,9 @@ class RunHandlerInput:
     activity_id: str
     spec: TaskSpec
     permit: PermitGrant | None = None  # set while the task holds a permit
+    # On success, also mark the task succeeded in the same step (the workflow then
+    # skips its own "succeeded" step): set for short handlers (TaskSpec.local).
+    finish: bool = False
 
 
 # --- permits (workers/permits) ---------------------------------------------------

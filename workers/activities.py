@@ -34,6 +34,7 @@ from schemas.workflow_io import (
     PlanTasksResult,
     RunActivityInput,
     RunHandlerInput,
+    TaskSpec,
     TaskStateInput,
     TaskStateResult,
 )
@@ -83,8 +84,13 @@ async def _heartbeating(work: Awaitable[T], interval: float | None) -> T:
                 await task
 
 
-def _plan(run: RunActivityInput, raw: list[object] | None) -> PlanTasksResult:
-    """The run's planned tasks from the activity's ``tasks`` (None: no such activity)."""
+def _plan(
+    run: RunActivityInput, raw: list[object] | None, short: frozenset[str]
+) -> PlanTasksResult:
+    """The run's planned tasks from the activity's ``tasks`` (None: no such activity).
+
+    ``short``: the registry's short handlers (their tasks run them as local activities).
+    """
     if raw is None:
         _permanent(f"activity {run.activity_id} does not exist", "UnknownActivity")
     defs: list[TaskDef] = []
@@ -96,9 +102,18 @@ def _plan(run: RunActivityInput, raw: list[object] | None) -> PlanTasksResult:
             where = ".".join(str(p) for p in err["loc"])
             _permanent(f"activity {run.activity_id} tasks[{i}].{where}: {err['msg']}")
     try:
-        return PlanTasksResult(tasks=plan(defs, run))
+        return PlanTasksResult(tasks=plan(defs, run, short))
     except PlanError as exc:
         _permanent(f"activity {run.activity_id}: {exc}", "PlanError")
+
+
+def _count(spec: TaskSpec, row: store.TaskRow, claimed_running: bool = False) -> None:
+    """Count a task's change of state (``pipeline_task_instances_total``)."""
+    if not row.changed:
+        return
+    if claimed_running and row.status == "running":  # claimed and running, in one statement
+        TASK_INSTANCES.labels(task_type=spec.task_type, status="pending").inc()
+    TASK_INSTANCES.labels(task_type=spec.task_type, status=row.status).inc()
 
 
 class RunActivities:
@@ -107,6 +122,7 @@ class RunActivities:
     ) -> None:
         self._pool = pool
         self._registry = registry
+        self._short = registry.short()
         self._resources = resources or Resources()
 
     def all(self) -> list[Callable[..., Any]]:
@@ -130,7 +146,8 @@ class RunActivities:
         definition never change the plan of a run already planned.
         """
         _check_run(inp.run)
-        return _plan(inp.run, await store.activity_tasks(self._pool, inp.run.activity_id))
+        raw = await store.activity_tasks(self._pool, inp.run.activity_id)
+        return _plan(inp.run, raw, self._short)
 
     @activity.defn(name="start_run")
     async def start_run(self, inp: PlanTasksInput) -> PlanTasksResult:
@@ -143,7 +160,7 @@ class RunActivities:
         _check_run(inp.run)
         inserted, raw = await store.insert_run_and_tasks(self._pool, inp.run)
         RUNS_LOGGED.labels(result="inserted" if inserted else "existing").inc()
-        return _plan(inp.run, raw)
+        return _plan(inp.run, raw, self._short)
 
     @activity.defn(name="set_task_state")
     async def set_task_state(self, inp: TaskStateInput) -> TaskStateResult:
@@ -160,10 +177,7 @@ class RunActivities:
             if found is None:
                 _permanent(f"task {inp.task_id} has no row: set it pending first")
             row = found
-        if row.changed:
-            if claim_running and row.status == "running":  # both steps, in one statement
-                TASK_INSTANCES.labels(task_type=inp.spec.task_type, status="pending").inc()
-            TASK_INSTANCES.labels(task_type=inp.spec.task_type, status=row.status).inc()
+        _count(inp.spec, row, claimed_running=claim_running)
         if row.status == "duplicate" and row.changed:
             # Content dedupe: shown next to the router's ledger/temporal layers.
             trigger = (inp.spec.payload.get("trigger") or {}).get("trigger_kind") or "unknown"
@@ -174,8 +188,11 @@ class RunActivities:
         return TaskStateResult(claimed=row.status != "duplicate", status=row.status)
 
     @activity.defn(name="run_handler")
-    async def run_handler(self, inp: RunHandlerInput) -> None:
-        """Run the task's handler; a PermanentTaskError fails the task without retry."""
+    async def run_handler(self, inp: RunHandlerInput) -> bool | None:
+        """Run the task's handler; a PermanentTaskError fails the task without retry.
+
+        With ``inp.finish``: True when this step also marked the task succeeded.
+        """
         handler = self._registry.get(inp.spec.task_type)
         if handler is None:
             _permanent(
@@ -203,6 +220,25 @@ class RunActivities:
         except Exception as exc:
             await self._note_error(inp.task_id, info.attempt, f"{type(exc).__name__}: {exc}")
             raise
+        return await self._finish(inp) if inp.finish else None
+
+    async def _finish(self, inp: RunHandlerInput) -> bool:
+        """Mark the task succeeded after its handler did; False leaves it to the workflow.
+
+        Best effort: the handler has succeeded, and a database error here must not
+        fail it (or run it again, as a failed attempt would). The workflow's own
+        step, retried without limit like every bookkeeping step, then writes it.
+        A repeat finds the task succeeded already and changes nothing.
+        """
+        try:
+            row = await store.advance_task(self._pool, inp.task_id, "succeeded")
+        except Exception as exc:
+            log.warning("could not mark %s succeeded, the workflow will: %s", inp.task_id, exc)
+            return False
+        if row is None:
+            return False  # no row: the workflow's step reports it
+        _count(inp.spec, row)
+        return True
 
     async def _note_error(self, task_id: str, attempt: int, error: str) -> None:
         """Best effort: a database hiccup here must not hide the handler's own error."""

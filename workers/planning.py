@@ -19,7 +19,7 @@ share a rendered idempotency key unless the template uses ``{index}``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
 from schemas.approval_io import APPROVAL_TASK_TYPE
@@ -53,8 +53,14 @@ def trigger_context(run: RunActivityInput) -> dict[str, Any]:
     return {**event, **run_fields(run), "event": event}
 
 
-def plan(defs: Sequence[TaskDef], run: RunActivityInput) -> list[TaskSpec]:
-    """Expand ``count``, render keys, build payloads; raises :class:`PlanError`."""
+def plan(
+    defs: Sequence[TaskDef], run: RunActivityInput, short: Collection[str] = ()
+) -> list[TaskSpec]:
+    """Expand ``count``, render keys, build payloads; raises :class:`PlanError`.
+
+    ``short``: the task types whose handler is short; their tasks are planned to
+    run it as a local activity (``TaskSpec.local``).
+    """
     context = trigger_context(run)
     trigger = run_fields(run)
     specs: list[TaskSpec] = []
@@ -94,6 +100,7 @@ def plan(defs: Sequence[TaskDef], run: RunActivityInput) -> list[TaskSpec]:
                         if task.permit is not None
                         else None
                     ),
+                    local=task.type in short,
                 )
             )
     return specs

@@ -14,7 +14,7 @@ from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ApplicationError
+from temporalio.exceptions import ActivityError, ApplicationError, TimeoutError
 
 # Bookkeeping activities only touch PostgreSQL: retry them without limit (a
 # database outage delays runs, never fails them), with a capped backoff.
@@ -39,6 +39,30 @@ async def db_step(method: Callable[[Any, Any], Awaitable[Any]], arg: Any) -> Any
     return await workflow.execute_local_activity_method(
         method, arg, start_to_close_timeout=DB_TIMEOUT, retry_policy=DB_RETRY
     )
+
+
+async def local_step(method: Callable[[Any, Any], Awaitable[Any]], arg: Any, **options: Any) -> Any:
+    """A local activity whose failure is raised as a regular activity's would be.
+
+    The SDK raises a failed local activity's own error (ApplicationError, or
+    TimeoutError), where a regular activity's failure arrives wrapped in an
+    ActivityError. Wrapping it here lets one failure path (pause-and-fix,
+    ``describe``, the task's ``failed`` row) serve both kinds of handler run.
+    A cancellation is not a failure and passes through unchanged.
+    """
+    try:
+        return await workflow.execute_local_activity_method(method, arg, **options)
+    except (ApplicationError, TimeoutError) as exc:
+        name = getattr(method, "__name__", "local activity")
+        raise ActivityError(
+            f"local activity {name} failed",
+            scheduled_event_id=0,
+            started_event_id=0,
+            identity="",
+            activity_type=name,
+            activity_id="",
+            retry_state=None,
+        ) from exc
 
 
 def describe(exc: BaseException) -> str:

@@ -38,7 +38,7 @@ with workflow.unsafe.imports_passed_through():
     from workers.fixes import PausableTask
     from workers.options import handler_options
     from workers.permits.scope import hold_permit
-    from workers.steps import FINISHED, db_step, describe
+    from workers.steps import FINISHED, db_step, describe, local_step
 
 
 @workflow.defn(name="TaskInstanceWorkflow")
@@ -46,6 +46,8 @@ class TaskInstanceWorkflow(PausableTask):
     @workflow.init
     def __init__(self, inp: TaskInstanceInput) -> None:
         super().__init__()
+        # True once a short handler's step has marked the task succeeded itself.
+        self._finished = False
         # Approval tasks wait for a person here (workers/approvals); built before run()
         # so their updates and query have their state from the first workflow task.
         self._approval = ApprovalFlow(inp) if inp.spec.task_type == APPROVAL_TASK_TYPE else None
@@ -70,7 +72,7 @@ class TaskInstanceWorkflow(PausableTask):
             error = describe(exc)
             await self._state(inp, "failed", error)
             return TaskInstanceResult(inp.task_id, "failed", error)
-        if status == "succeeded":
+        if status == "succeeded" and not self._finished:  # a short handler's step may have
             await self._state(inp, "succeeded")
         return TaskInstanceResult(inp.task_id, status)
 
@@ -82,21 +84,37 @@ class TaskInstanceWorkflow(PausableTask):
     async def _execute(self, inp: TaskInstanceInput, permit: PermitGrant | None = None) -> None:
         """One execution of the task's handler activity, with its own retry policy.
 
+        A short handler (``TaskSpec.local``, decided by the plan) runs as a local
+        activity: inside this workflow's task, recorded as a marker, so a task costs
+        no activity schedule/poll/complete cycle on the server. That step also marks
+        the task succeeded (``RunHandlerInput.finish``; if it could not, the workflow's
+        own step does), one step fewer. Its failure
+        is raised as the same ActivityError a regular activity's is (``workers.steps``).
+
         Raises ActivityError when the handler fails for good (non-retryable, or
         retries exhausted) and ValueError for a bad handler config.
         """
         opts = handler_options(inp.spec.config)
+        local = inp.spec.local
+        arg = RunHandlerInput(inp.task_id, inp.run_id, inp.activity_id, inp.spec, permit, local)
+        timeout = timedelta(seconds=opts.timeout_seconds)
+        retry = RetryPolicy(
+            initial_interval=timedelta(seconds=opts.retry_initial_seconds),
+            backoff_coefficient=2.0,
+            maximum_interval=timedelta(seconds=opts.retry_max_interval_seconds),
+            maximum_attempts=opts.max_attempts,
+        )
+        if local:
+            self._finished = await local_step(
+                RunActivities.run_handler, arg, start_to_close_timeout=timeout, retry_policy=retry
+            )
+            return
         await workflow.execute_activity_method(
             RunActivities.run_handler,
-            RunHandlerInput(inp.task_id, inp.run_id, inp.activity_id, inp.spec, permit),
-            start_to_close_timeout=timedelta(seconds=opts.timeout_seconds),
+            arg,
+            start_to_close_timeout=timeout,
             heartbeat_timeout=timedelta(seconds=opts.heartbeat_timeout_seconds),
-            retry_policy=RetryPolicy(
-                initial_interval=timedelta(seconds=opts.retry_initial_seconds),
-                backoff_coefficient=2.0,
-                maximum_interval=timedelta(seconds=opts.retry_max_interval_seconds),
-                maximum_attempts=opts.max_attempts,
-            ),
+            retry_policy=retry,
         )
 
     async def _claim(self, inp: TaskInstanceInput) -> TaskStateResult:

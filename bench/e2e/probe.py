@@ -41,8 +41,12 @@ def _ticks(pid: int | str, children: bool = False) -> int:
 
 
 def find_pids(temporal_port: int) -> dict[str, list[int]]:
-    """The stack's Temporal dev server and PostgreSQL processes (read-only look-up)."""
-    groups: dict[str, list[int]] = {"temporal": [], "postgres": []}
+    """The stack's Temporal dev server, PostgreSQL and Kafka processes (read-only look-up).
+
+    Kafka is every broker JVM on the machine (``kafka.Kafka``): the stack runs one,
+    and nothing else should run during a benchmark.
+    """
+    groups: dict[str, list[int]] = {"temporal": [], "postgres": [], "kafka": []}
     for entry in _PROC.iterdir():
         if not entry.name.isdigit():
             continue
@@ -51,6 +55,8 @@ def find_pids(temporal_port: int) -> dict[str, list[int]]:
             groups["temporal"].append(int(entry.name))
         elif cmd.split(" ", 1)[0].rstrip(":").endswith("postgres"):
             groups["postgres"].append(int(entry.name))
+        elif " kafka.Kafka " in f" {cmd} ":
+            groups["kafka"].append(int(entry.name))
     return groups
 
 

@@ -1,8 +1,9 @@
 """bench.e2e: finished runs/s of (a) bare Temporal, (b) RunActivityWorkflow, (c) the pipeline.
 
 All three in one run, on the same stack, with the same task shape (``tasks``
-noop tasks per run, 1 and 4), each ``BENCH_E2E_RUNS`` runs (default 150; half
-that with 4 tasks):
+noop tasks per run, 1 and 4), each ``BENCH_E2E_RUNS`` runs per round (default
+256, four times the runs in flight, so most of a round is steady state) in two
+rounds, ordered a, b, c, c, b, a:
 
 * (a) ``bench.e2e.bare``: a parent workflow -> one child per task -> one no-op
   activity, no database, started directly;
@@ -71,6 +72,10 @@ from workers.workflows import RunActivityWorkflow
 
 NAME = "e2e"
 SHAPES = (1, 4)  # tasks per run; BENCH_E2E_SHAPES=1 measures one shape only
+# Phases run a, b, c, then c, b, a: a steady drift in the machine's speed (another
+# process, thermal, the dev server's growing database) then weighs on each phase
+# alike, and each phase's rate is the mean of its two rounds.
+ORDER = ("a", "b", "c", "c", "b", "a")
 GOAL_B_A, GOAL_C_B = 0.85, 0.9
 
 
@@ -214,17 +219,43 @@ class Bench:
         await bare_runs(env.client, self.bare_queue, tasks, 2)  # warm both workers up
         await direct_runs(env, direct_aid, 2)
         before = await self.finished(pipeline_aid)
-        a = await self.phase(
-            "a", tasks, n, lambda: bare_runs(env.client, self.bare_queue, tasks, n)
-        )
-        b = await self.phase("b", tasks, n, lambda: direct_runs(env, direct_aid, n))
-        c = await self.phase("c", tasks, n, lambda: pipeline_runs(env, pipeline_aid, etype, n))
-        for aid, want in ((direct_aid, n + 2), (pipeline_aid, before + n)):
+        go: dict[str, Callable[[], Awaitable[Phase]]] = {
+            "a": lambda: bare_runs(env.client, self.bare_queue, tasks, n),
+            "b": lambda: direct_runs(env, direct_aid, n),
+            "c": lambda: pipeline_runs(env, pipeline_aid, etype, n),
+        }
+        rounds: dict[str, list[dict[str, Any]]] = {"a": [], "b": [], "c": []}
+        for kind in ORDER:
+            rounds[kind].append(await self.phase(kind, tasks, n, go[kind]))
+        per = len(ORDER) // 3
+        for aid, want in ((direct_aid, per * n + 2), (pipeline_aid, before + per * n)):
             got = await self.finished(aid)
             assert got == want, f"activity {aid}: {got} runs finished, expected {want}"
+        a, b, c = (_merged(rounds[k]) for k in "abc")
         b_a = b["runs_per_second"] / a["runs_per_second"]
         c_b = c["runs_per_second"] / b["runs_per_second"]
         return {"tasks": tasks, "a": a, "b": b, "c": c, "b_a": round(b_a, 3), "c_b": round(c_b, 3)}
+
+
+def _merged(rounds: list[dict[str, Any]]) -> dict[str, Any]:
+    """One phase's figures over its rounds: rates and CPU averaged, each round's rate kept."""
+    first = rounds[0]
+
+    def mean(values: list[float]) -> float:
+        return round(sum(values) / len(values), 2)
+
+    return {
+        **first,
+        "runs": sum(r["runs"] for r in rounds),
+        "seconds": round(sum(r["seconds"] for r in rounds), 2),
+        "wall_seconds": round(sum(r["wall_seconds"] for r in rounds), 2),
+        "runs_per_second": mean([r["runs_per_second"] for r in rounds]),
+        "whole_phase_runs_per_second": mean([r["whole_phase_runs_per_second"] for r in rounds]),
+        "rounds_runs_per_second": [r["runs_per_second"] for r in rounds],
+        "cpu_ms_per_run": {
+            k: mean([r["cpu_ms_per_run"][k] for r in rounds]) for k in first["cpu_ms_per_run"]
+        },
+    }
 
 
 def _shapes() -> tuple[int, ...]:
@@ -277,8 +308,7 @@ async def measure(env: Env, n: int) -> list[dict[str, Any]]:
             aid, etype = aids[tasks], etypes[tasks]
             # warm-up: the processes import, join their groups and route one event
             await pipeline_runs(env, aid, etype, 1)
-            runs = n if tasks == 1 else max(n // 2, 1)
-            results.append(await bench.shape(tasks, runs, aid, etype))
+            results.append(await bench.shape(tasks, n, aid, etype))
     finally:
         for p in procs:
             if p.returncode is None:
@@ -310,7 +340,7 @@ def _print(r: dict[str, Any]) -> None:
 
 
 async def run(n: int | None = None) -> dict[str, Any]:
-    n = n or int(os.environ.get("BENCH_E2E_RUNS", "150"))
+    n = n or int(os.environ.get("BENCH_E2E_RUNS", "256"))
     env = await make_env(NAME)
     try:
         results = await measure(env, n)

@@ -91,20 +91,31 @@ Handler = Callable[[TaskContext], Awaitable[None]]
 
 
 _ATTR = "__ingest_task_type__"
+_SHORT = "__ingest_short__"
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-def register(name: str) -> Callable[[F], F]:
+def register(name: str, *, short: bool = False) -> Callable[[F], F]:
     """Tag an async function as the handler of task type ``name``.
 
     It only tags the function (no global state): importing a module of handlers
     has no side effects, and each worker builds its own registry from the tags.
+
+    ``short=True`` declares the handler short (it finishes in well under a
+    workflow task timeout, needs no heartbeat) and idempotent per ``ctx.task_id``.
+    Its tasks then run the handler as a *local* activity inside their child
+    workflow: no activity task to schedule, poll and complete on the server
+    (see ``TaskInstanceWorkflow._execute``). A local activity is retried from
+    the start after a worker crash, like any attempt, so the at-least-once
+    contract above is unchanged.
     """
     if not name:
         raise ValueError("task type must be a non-empty string")
 
     def tag(fn: F) -> F:
         setattr(fn, _ATTR, name)
+        if short:
+            setattr(fn, _SHORT, True)
         return fn
 
     return tag
@@ -117,3 +128,8 @@ def task_type_of(fn: Callable[..., Any]) -> str:
 
 def is_registered(fn: object) -> bool:
     return bool(getattr(fn, _ATTR, None))
+
+
+def is_short(fn: object) -> bool:
+    """Whether ``fn`` was registered with ``short=True``."""
+    return bool(getattr(fn, _SHORT, False))

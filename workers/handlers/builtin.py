@@ -1,5 +1,9 @@
 """Built-in task handlers: ``noop``, ``fail``, ``emit`` (Kafka) and ``webhook`` (HTTP POST).
 
+``noop``, ``fail`` and ``emit`` are short (``register(short=True)``): their tasks
+run them as local activities. ``webhook`` waits on a remote server for up to its
+timeout, so it stays a regular, heartbeating activity.
+
 ``emit`` config: ``topic`` (default ``INGEST_EMIT_TOPIC``). The message value is
 the task payload as JSON, the key is the task id (stable across retries, so a
 consumer can drop the at-least-once repeats), headers carry ``task_id``,
@@ -22,18 +26,18 @@ from workers.handlers.base import TaskContext, register
 from workers.handlers.errors import PermanentTaskError, RetryableTaskError
 
 
-@register("noop")
+@register("noop", short=True)
 async def noop(ctx: TaskContext) -> None:
     """Does nothing: for demos, benchmarks and tests of the workflow machinery."""
 
 
-@register("fail")
+@register("fail", short=True)
 async def fail(ctx: TaskContext) -> None:
     """Always fails permanently (config ``message``): tests and alert drills."""
     raise PermanentTaskError(str(ctx.config.get("message", "the fail handler always fails")))
 
 
-@register("emit")
+@register("emit", short=True)
 async def emit(ctx: TaskContext) -> None:
     topic = ctx.config.get("topic") or ctx.resources.emit_topic
     if not isinstance(topic, str) or not topic:

@@ -23,7 +23,7 @@ from typing import Any
 
 from pipeline.settings import ConfigError
 from workers.handlers import builtin
-from workers.handlers.base import Handler, is_registered, register, task_type_of
+from workers.handlers.base import Handler, is_registered, is_short, register, task_type_of
 
 __all__ = ["ENTRY_POINT_GROUP", "Registry", "add_from_spec", "load_registry", "register"]
 
@@ -53,6 +53,10 @@ class Registry:
 
     def names(self) -> list[str]:
         return sorted(self._handlers)
+
+    def short(self) -> frozenset[str]:
+        """The task types whose handler declares itself short (``register(short=True)``)."""
+        return frozenset(t for t, fn in self._handlers.items() if is_short(fn))
 
     def __contains__(self, task_type: object) -> bool:
         return task_type in self._handlers

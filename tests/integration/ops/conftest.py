@@ -24,15 +24,25 @@ from tests.integration.ops.handlers import charge
 from tests.integration.workers.conftest import worker  # noqa: F401  (the worker fixture)
 from tests.support.runs import event_run, insert_activity, start_run
 from tests.support.wait import eventually
-from workers.handlers import Registry, load_registry
+from workers.handlers import Registry, TaskContext, load_registry
+from workers.handlers.base import Handler, register
 
 TOKEN = f"tok-{uuid.uuid4().hex}"
 
 
-def charge_registry() -> Registry:
+def charge_registry(short: bool = False) -> Registry:
+    """The built-ins plus ``charge``; ``short=True`` registers it as a short handler,
+    so its tasks run it as a local activity."""
     reg = load_registry(use_entry_points=False)
-    reg.add(charge, "charge")
+    reg.add(register("charge", short=True)(_copy(charge)) if short else charge, "charge")
     return reg
+
+
+def _copy(fn: Handler) -> Handler:
+    async def same(ctx: TaskContext) -> None:
+        await fn(ctx)
+
+    return same
 
 
 @pytest.fixture(scope="session")

@@ -29,11 +29,19 @@ def fixes_counter(action: str) -> float:
     return value or 0.0  # a counter never incremented in this process has no sample yet
 
 
+async def activity_tasks_scheduled(temporal: Client, workflow_id: str) -> int:
+    history = await temporal.get_workflow_handle(workflow_id).fetch_history()
+    return sum(e.HasField("activity_task_scheduled_event_attributes") for e in history.events)
+
+
+# A short handler runs as a local activity (TaskSpec.local): its failure must pause
+# the task and its fix retry it exactly as for a regular activity.
+@pytest.mark.parametrize("short", [False, True], ids=["activity", "local_activity"])
 async def test_fix_patch_retries_the_task_and_the_run_succeeds(
-    temporal, db_pool, worker, ops_api: Api, paused_task
+    temporal, db_pool, worker, ops_api: Api, paused_task, short: bool
 ):
     fixes_before = fixes_counter("fix")
-    async with worker(registry=charge_registry()):
+    async with worker(registry=charge_registry(short)):
         p = await paused_task(amount="ten")
         listed = await ops_api.json("GET", "/api/tasks", params={"activity": p.activity_id})
         (task,) = listed["tasks"]
@@ -90,6 +98,8 @@ async def test_fix_patch_retries_the_task_and_the_run_succeeds(
     )
     assert state.payload["amount"] == 10
     assert fixes_counter("fix") == fixes_before + 1
+    # Both attempts ran as the kind of activity the handler asked for.
+    assert await activity_tasks_scheduled(temporal, p.task_id) == (0 if short else 2)
 
     detail = await ops_api.json("GET", f"/api/runs/{p.run_id}")
     assert (detail["run"]["status"], detail["temporal_status"]) == ("succeeded", "COMPLETED")

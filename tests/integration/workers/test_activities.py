@@ -14,6 +14,7 @@ from schemas.workflow_io import (
     FinishRunInput,
     LogRunInput,
     PlanTasksInput,
+    RunHandlerInput,
     TaskSpec,
     TaskStateInput,
 )
@@ -194,3 +195,50 @@ async def test_claim_running_is_claim_then_running_in_one_step(acts, db_pool):
     assert (rows[holder]["status"], rows[holder]["attempts"]) == ("running", 1)
     assert (rows[late]["status"], rows[late]["attempts"]) == ("running", 1)
     assert (rows[other]["status"], rows[other]["duplicate_of"]) == ("duplicate", holder)
+
+
+async def test_a_short_handler_step_marks_its_task_succeeded_once(acts, db_pool):
+    env = ActivityEnvironment()
+    run_id = str(uuid.uuid4())
+    task_id = task_workflow_id(run_id, "noop", 0)
+    spec = TaskSpec("noop", 0, local=True)
+    await env.run(acts.set_task_state, TaskStateInput(task_id, run_id, spec, "running", claim=True))
+    ok_before = metric("pipeline_task_instances_total", task_type="noop", status="succeeded")
+    step = RunHandlerInput(task_id, run_id, str(uuid.uuid4()), spec, finish=True)
+    for _ in range(2):  # a repeat (the step re-run after a crash) changes nothing
+        assert await env.run(acts.run_handler, step) is True
+    row = await db_pool.fetchrow("SELECT status FROM task_instances WHERE id = $1", task_id)
+    assert row["status"] == "succeeded"
+    assert metric("pipeline_task_instances_total", task_type="noop", status="succeeded") == (
+        ok_before + 1
+    )
+    # Without finish the step leaves the row to the workflow's own step.
+    other = task_workflow_id(run_id, "noop", 1)
+    other_spec = TaskSpec("noop", 1)
+    await env.run(
+        acts.set_task_state, TaskStateInput(other, run_id, other_spec, "running", claim=True)
+    )
+    assert await env.run(acts.run_handler, RunHandlerInput(other, run_id, "a", other_spec)) is None
+    row = await db_pool.fetchrow("SELECT status FROM task_instances WHERE id = $1", other)
+    assert row["status"] == "running"
+
+
+async def test_a_short_handler_step_leaves_the_success_to_the_workflow_when_the_db_fails(
+    db_pool,
+):
+    """The handler succeeded: a database error while marking it must not fail the step
+    (that would run the handler again); False tells the workflow to write it."""
+
+    class NoAcquire:  # record_attempt (execute) works, the advance (acquire) fails
+        def __init__(self, pool) -> None:
+            self.execute = pool.execute
+
+        def acquire(self):
+            raise ConnectionRefusedError("the database went away")
+
+    acts = RunActivities(NoAcquire(db_pool), load_registry(use_entry_points=False))
+    run_id = str(uuid.uuid4())
+    step = RunHandlerInput(
+        task_workflow_id(run_id, "noop", 0), run_id, "a", TaskSpec("noop", 0), finish=True
+    )
+    assert await ActivityEnvironment().run(acts.run_handler, step) is False

@@ -14,6 +14,7 @@ from pipeline import kafka
 from schemas.ids import task_workflow_id
 from tests.support.runs import event_run, insert_activity, registry_with, start_run
 from workers.handlers import TaskContext
+from workers.handlers.base import register
 
 
 def metric(name: str, **labels: str) -> float:
@@ -123,27 +124,41 @@ async def test_shared_idempotency_key_runs_once(cfg, temporal, db_pool, worker):
     assert len(by_status) == 3
 
 
+async def activity_tasks_scheduled(temporal, workflow_id: str) -> int:
+    history = await temporal.get_workflow_handle(workflow_id).fetch_history()
+    return sum(e.HasField("activity_task_scheduled_event_attributes") for e in history.events)
+
+
 async def test_failing_tasks_are_recorded_and_fail_the_run(cfg, temporal, db_pool, worker):
     calls: list[int] = []
+    short_calls: list[int] = []
 
     async def flaky(ctx: TaskContext) -> None:
         calls.append(ctx.attempt)
         raise RuntimeError(f"transient #{ctx.attempt}")
 
+    @register("flaky_short", short=True)  # retried as a local activity
+    async def flaky_short(ctx: TaskContext) -> None:
+        short_calls.append(ctx.attempt)
+        raise RuntimeError(f"transient #{ctx.attempt}")
+
+    retry_twice = {"max_attempts": 2, "retry_initial_seconds": 0.1}
     activity_id = await insert_activity(
         db_pool,
         [
             {"type": "fail", "config": {"message": "boom"}},
             {"type": "noop"},
-            {"type": "flaky", "config": {"max_attempts": 2, "retry_initial_seconds": 0.1}},
+            {"type": "flaky", "config": retry_twice},
             {"type": "nobody-handles-this"},
+            {"type": "flaky_short", "config": retry_twice},
         ],
     )
     run = event_run(activity_id)
-    async with worker(registry=registry_with(flaky=flaky)):
+    registry = registry_with(flaky=flaky, flaky_short=flaky_short)
+    async with worker(registry=registry):
         result = await (await start_run(temporal, run, cfg.temporal.task_queue)).result()
 
-    assert (result.status, result.tasks_failed, result.tasks_succeeded) == ("failed", 3, 1)
+    assert (result.status, result.tasks_failed, result.tasks_succeeded) == ("failed", 4, 1)
     (row,) = await runs(db_pool, activity_id)
     assert row["status"] == "failed" and row["finished_at"] is not None
     rows = {r["task_type"]: r for r in await tasks(db_pool, run.run_id)}
@@ -155,6 +170,19 @@ async def test_failing_tasks_are_recorded_and_fail_the_run(cfg, temporal, db_poo
     assert calls == [1, 2]
     assert rows["nobody-handles-this"]["status"] == "failed"
     assert rows["nobody-handles-this"]["last_error"].startswith("UnknownTaskType: no handler")
+    # A short handler fails the same way, retried as a local activity.
+    assert (rows["flaky_short"]["status"], rows["flaky_short"]["attempts"]) == ("failed", 2)
+    assert rows["flaky_short"]["last_error"] == "RuntimeError: transient #2"
+    assert short_calls == [1, 2]
+    # Short handlers (fail, noop, flaky_short) made no activity task; the others made one
+    # each (the server retries an activity within its one scheduled event).
+    scheduled = {
+        r["task_type"]: await activity_tasks_scheduled(temporal, r["id"])
+        for r in await tasks(db_pool, run.run_id)
+    }
+    assert scheduled == {
+        "fail": 0, "noop": 0, "flaky": 1, "nobody-handles-this": 1, "flaky_short": 0,
+    }  # fmt: skip
 
 
 async def test_unplannable_definition_fails_the_run_with_a_clear_error(
