@@ -40,9 +40,9 @@ from pipeline.settings import Settings
 log = logging.getLogger(__name__)
 
 ConsumerFactory = Callable[[], AIOKafkaConsumer]
+ProducerFactory = Callable[[], AIOKafkaProducer]
 # Messages transformed between two yields to the event loop (see Ingress._prepare).
 PREPARE_SLICE = 100
-ProducerFactory = Callable[[], AIOKafkaProducer]
 
 
 def raw_topics(settings: Settings) -> list[str]:

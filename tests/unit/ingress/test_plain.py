@@ -70,6 +70,7 @@ BODIES: list[Any] = [
     b'{"type":"t","data":1,"extensions":[]}',
     b'{"type":"t","data":1,"extensions":null}',
     b'{"type":"a","type":"b","data":1}',
+    b'{"type":"t","data":{"a":1,"a":{"b":2,"b":3}},"data":{"a":4,"a":5}}',  # the last one wins
     # empty, null or odd ids
     b'{"event_id":"","type":"t","data":1}',
     b'{"event_id":null,"type":"t","data":1}',
