@@ -34,12 +34,14 @@ def _e2e(ax: Any) -> None:
         return
     shapes = json.loads(f.read_text())["shapes"]
     in_flight = shapes[0]["a"].get("in_flight", "?") if shapes else "?"
-    width = 0.25
-    for j, (kind, label) in enumerate(
-        (("a", "(a) bare"), ("b", "(b) workflow"), ("c", "(c) pipeline"))
-    ):
-        xs = [i + (j - 1) * width for i in range(len(shapes))]
-        ax.bar(xs, [s[kind]["runs_per_second"] for s in shapes], width, label=label)
+    width = 0.2
+    kinds = (
+        ("a", "(a) bare"), ("a_local", "(a) bare, local activity"),
+        ("b", "(b) workflow"), ("c", "(c) pipeline"),
+    )  # fmt: skip
+    for j, (kind, label) in enumerate(kinds):
+        xs = [i + (j - 1.5) * width for i in range(len(shapes))]
+        ax.bar(xs, [s.get(kind, {}).get("runs_per_second", 0) for s in shapes], width, label=label)
     ax.set_xticks(
         range(len(shapes)),
         [f"{s['tasks']} task(s)\nb/a {s['b_a']}, c/b {s['c_b']}" for s in shapes],

@@ -42,6 +42,7 @@ async def main() -> None:
         t = shape["tasks"]
         rows.append((f"e2e b/a ({t} task)", f"{shape['b_a']}", ">= 0.85"))
         rows.append((f"e2e c/b ({t} task)", f"{shape['c_b']}", ">= 0.9"))
+        rows.append((f"e2e b/a_local ({t} task)", f"{shape['b_a_local']}", "report"))
     print("\n== permits")
     pm: dict[str, Any] = await permits.run()
     rows.append(

@@ -201,7 +201,7 @@ class RunActivities:
                 "UnknownTaskType",
             )
         info = activity.info()
-        await store.record_attempt(self._pool, inp.task_id, info.attempt)
+        await self._note_attempt(inp.task_id, info.attempt)
         ctx = TaskContext(
             task_id=inp.task_id,
             run_id=inp.run_id,
@@ -215,10 +215,10 @@ class RunActivities:
         try:
             await _heartbeating(handler(ctx), hb)
         except PermanentTaskError as exc:
-            await self._note_error(inp.task_id, info.attempt, str(exc))
+            await self._note_attempt(inp.task_id, info.attempt, str(exc))
             raise ApplicationError(str(exc), type=type(exc).__name__, non_retryable=True) from exc
         except Exception as exc:
-            await self._note_error(inp.task_id, info.attempt, f"{type(exc).__name__}: {exc}")
+            await self._note_attempt(inp.task_id, info.attempt, f"{type(exc).__name__}: {exc}")
             raise
         return await self._finish(inp) if inp.finish else None
 
@@ -240,12 +240,17 @@ class RunActivities:
         _count(inp.spec, row)
         return True
 
-    async def _note_error(self, task_id: str, attempt: int, error: str) -> None:
-        """Best effort: a database hiccup here must not hide the handler's own error."""
+    async def _note_attempt(self, task_id: str, attempt: int, error: str | None = None) -> None:
+        """Note an attempt (and its error) on the task row, best effort.
+
+        A database outage must neither fail a handler that does not need the
+        database (that would spend its attempts, and fail the task, while the
+        database is away) nor hide the handler's own error.
+        """
         try:
             await store.record_attempt(self._pool, task_id, attempt, error)
         except Exception as exc:
-            log.warning("could not record the error of %s: %s", task_id, exc)
+            log.warning("could not note attempt %d of %s: %s", attempt, task_id, exc)
 
     @activity.defn(name="finish_run")
     async def finish_run(self, inp: FinishRunInput) -> None:

@@ -3,6 +3,11 @@
 A parent workflow starts ``tasks`` children; each child runs one no-op activity.
 No database, no local activities: what Temporal alone costs for the task shape of
 RunActivityWorkflow (parent -> child per task -> handler activity).
+
+With ``BareInput.local`` each child runs its no-op as a local activity instead:
+the same technique the project uses for short handlers, applied to the bare
+shape, so the benchmark can show what the project's own bookkeeping costs on
+top of it (phase a_local).
 """
 
 from __future__ import annotations
@@ -20,6 +25,13 @@ BARE_MODULES = ("bench.e2e.bare",)
 @dataclass(frozen=True)
 class BareInput:
     tasks: int
+    local: bool = False
+
+
+@dataclass(frozen=True)
+class BareTask:
+    task_id: str
+    local: bool = False
 
 
 @activity.defn(name="bench_bare_noop")
@@ -30,10 +42,14 @@ async def bare_noop(task_id: str) -> None:
 @workflow.defn(name="BenchBareChild")
 class BareChild:
     @workflow.run
-    async def run(self, task_id: str) -> str:
-        await workflow.execute_activity(
-            bare_noop, task_id, start_to_close_timeout=timedelta(seconds=300)
-        )
+    async def run(self, task: BareTask) -> str:
+        timeout = timedelta(seconds=300)
+        if task.local:
+            await workflow.execute_local_activity(
+                bare_noop, task.task_id, start_to_close_timeout=timeout
+            )
+        else:
+            await workflow.execute_activity(bare_noop, task.task_id, start_to_close_timeout=timeout)
         return "succeeded"
 
 
@@ -44,7 +60,9 @@ class BareParent:
         wid = workflow.info().workflow_id
         results = await asyncio.gather(
             *(
-                workflow.execute_child_workflow(BareChild.run, f"{wid}:{i}", id=f"{wid}:{i}")
+                workflow.execute_child_workflow(
+                    BareChild.run, BareTask(f"{wid}:{i}", inp.local), id=f"{wid}:{i}"
+                )
                 for i in range(inp.tasks)
             )
         )

@@ -72,10 +72,11 @@ from workers.workflows import RunActivityWorkflow
 
 NAME = "e2e"
 SHAPES = (1, 4)  # tasks per run; BENCH_E2E_SHAPES=1 measures one shape only
-# Phases run a, b, c, then c, b, a: a steady drift in the machine's speed (another
-# process, thermal, the dev server's growing database) then weighs on each phase
-# alike, and each phase's rate is the mean of its two rounds.
-ORDER = ("a", "b", "c", "c", "b", "a")
+# Phases run a, l, b, c, then c, b, l, a: a steady drift in the machine's speed
+# (another process, thermal, the dev server's growing database) then weighs on each
+# phase alike, and each phase's rate is the mean of its two rounds. "l" is a_local:
+# the bare shape with its no-op as a local activity (information, no goal).
+ORDER = ("a", "l", "b", "c", "c", "b", "l", "a")
 GOAL_B_A, GOAL_C_B = 0.85, 0.9
 
 
@@ -113,15 +114,15 @@ async def _loop(n: int, one: Callable[[int], Awaitable[object]]) -> tuple[float,
     return t0, await closed_loop(n, in_flight(), one)
 
 
-async def bare_runs(client: Client, queue: str, tasks: int, n: int) -> Phase:
-    """(a): bare parents started directly, ``in_flight()`` at a time."""
+async def bare_runs(client: Client, queue: str, tasks: int, n: int, local: bool = False) -> Phase:
+    """(a): bare parents started directly, ``in_flight()`` at a time (``local``: a_local)."""
     tag = uuid.uuid4().hex[:8]
     wids = [f"bench-bare-{tag}-{i}" for i in range(n)]
 
     async def one(i: int) -> None:
         handle = await client.start_workflow(
             BareParent.run,
-            BareInput(tasks),
+            BareInput(tasks, local),
             id=wids[i],
             task_queue=queue,
             id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
@@ -171,7 +172,7 @@ async def pipeline_runs(env: Env, activity_id: str, event_type: str, n: int) -> 
 
 
 def _children(kind: str, wid: str, tasks: int) -> list[str]:
-    if kind == "a":
+    if kind in ("a", "l"):
         return [f"{wid}:{i}" for i in range(tasks)]
     return [task_workflow_id(str(run_id_for(wid)), "noop", i) for i in range(tasks)]
 
@@ -221,20 +222,25 @@ class Bench:
         before = await self.finished(pipeline_aid)
         go: dict[str, Callable[[], Awaitable[Phase]]] = {
             "a": lambda: bare_runs(env.client, self.bare_queue, tasks, n),
+            "l": lambda: bare_runs(env.client, self.bare_queue, tasks, n, local=True),
             "b": lambda: direct_runs(env, direct_aid, n),
             "c": lambda: pipeline_runs(env, pipeline_aid, etype, n),
         }
-        rounds: dict[str, list[dict[str, Any]]] = {"a": [], "b": [], "c": []}
+        rounds: dict[str, list[dict[str, Any]]] = {k: [] for k in go}
         for kind in ORDER:
             rounds[kind].append(await self.phase(kind, tasks, n, go[kind]))
-        per = len(ORDER) // 3
+        per = ORDER.count("b")
         for aid, want in ((direct_aid, per * n + 2), (pipeline_aid, before + per * n)):
             got = await self.finished(aid)
             assert got == want, f"activity {aid}: {got} runs finished, expected {want}"
-        a, b, c = (_merged(rounds[k]) for k in "abc")
+        a, lo, b, c = (_merged(rounds[k]) for k in "albc")
         b_a = b["runs_per_second"] / a["runs_per_second"]
         c_b = c["runs_per_second"] / b["runs_per_second"]
-        return {"tasks": tasks, "a": a, "b": b, "c": c, "b_a": round(b_a, 3), "c_b": round(c_b, 3)}
+        b_l = b["runs_per_second"] / lo["runs_per_second"]
+        return {
+            "tasks": tasks, "a": a, "a_local": lo, "b": b, "c": c,
+            "b_a": round(b_a, 3), "c_b": round(c_b, 3), "b_a_local": round(b_l, 3),
+        }  # fmt: skip
 
 
 def _merged(rounds: list[dict[str, Any]]) -> dict[str, Any]:
@@ -323,7 +329,11 @@ async def measure(env: Env, n: int) -> list[dict[str, Any]]:
 
 def _print(r: dict[str, Any]) -> None:
     print(f"-- {r['tasks']} task(s) per run")
-    for kind, label in (("a", "bare Temporal"), ("b", "RunActivityWorkflow"), ("c", "pipeline")):
+    phases = (
+        ("a", "bare Temporal"), ("a_local", "bare, local activity"),
+        ("b", "RunActivityWorkflow"), ("c", "pipeline"),
+    )  # fmt: skip
+    for kind, label in phases:
         f = r[kind]
         cpu = ", ".join(f"{k} {v}" for k, v in f["cpu_ms_per_run"].items())
         h = f["history_per_run"]
@@ -337,6 +347,10 @@ def _print(r: dict[str, Any]) -> None:
         )
     print(verdict(f"e2e b/a ({r['tasks']} task)", r["b_a"], GOAL_B_A))
     print(verdict(f"e2e c/b ({r['tasks']} task)", r["c_b"], GOAL_C_B))
+    print(
+        f"e2e b/a_local ({r['tasks']} task): {r['b_a_local']} (information: the project's "
+        "bookkeeping on top of a bare shape that also runs its no-op as a local activity)"
+    )
 
 
 async def run(n: int | None = None) -> dict[str, Any]:

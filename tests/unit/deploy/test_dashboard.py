@@ -61,6 +61,7 @@ def test_dashboard_shape() -> None:
         "temporal_worker_task_slots_available",
         "temporal_workflow_task_schedule_to_start_latency_bucket",
         "temporal_activity_execution_failed",
+        "temporal_local_activity_execution_failed",  # short handlers run as local activities
     ],
 )
 def test_dashboard_has_panel_for(needle: str) -> None:
