@@ -2,10 +2,10 @@
 
 At-least-once, batch by batch: ``getmany`` -> transform every message -> send
 the records (one producer batch per events partition) -> wait for every
-acknowledgement -> commit ``offset + 1`` per partition. Two batches overlap:
-batch N+1 is fetched and transformed while batch N is being acknowledged, and N
-is committed while N+1 is produced (N+1 is produced only after N is fully
-acknowledged). A raw offset is committed only once its record (event or DLQ) is
+acknowledgement -> commit ``offset + 1`` per partition. Batches overlap: batch
+N+2 is fetched and transformed while N+1 is being acknowledged and N committed
+(N+1 is produced only after N is fully acknowledged; commits run one at a time,
+in order). A raw offset is committed only once its record (event or DLQ) is
 acknowledged by Kafka (``acks=all``, idempotent producer), so a crash anywhere
 means redelivery, never loss; and because stamping is derived from the message
 (never ``uuid4``), a redelivered message gets the same ``event_id`` again and
@@ -30,7 +30,7 @@ from aiokafka.structs import ConsumerRecord, TopicPartition
 
 from ingress.acks import BatchAcks
 from ingress.delivery import DrainTimeout, FatalProduceError, deliver
-from ingress.records import COMPONENT, Outgoing, transform
+from ingress.records import COMPONENT, Outgoing, transform_all
 from ingress.settings import IngressSettings
 from ingress.stamping import Strategy
 from pipeline import kafka, metrics
@@ -41,6 +41,8 @@ log = logging.getLogger(__name__)
 
 ConsumerFactory = Callable[[], AIOKafkaConsumer]
 ProducerFactory = Callable[[], AIOKafkaProducer]
+# Messages transformed between two yields to the event loop (see Ingress._prepare).
+PREPARE_SLICE = 100
 
 
 def raw_topics(settings: Settings) -> list[str]:
@@ -147,19 +149,21 @@ class Ingress:
         return code
 
     async def _loop(self, producer: AIOKafkaProducer, consumer: AIOKafkaConsumer) -> None:
-        """Fetch and transform batch N+1 while batch N is being acknowledged.
+        """Fetch and transform batch N+2 while N+1 is acknowledged and N committed.
 
-        Batch N+1 is produced only once batch N is fully acknowledged, and N's
-        offsets are committed while N+1 is in flight: one batch of Kafka round
-        trips (linger, replication, the commit) is hidden behind the next batch's
-        CPU work, and the commit order stays the produce order.
+        Batch N+1 is produced only once batch N is fully acknowledged. N's offsets
+        are committed in the background (one commit at a time, in produce order)
+        while N+1 is in flight and N+2 is fetched and transformed: the Kafka round
+        trips (linger, replication, the commit) are hidden behind the next batch's
+        CPU work instead of adding to it.
         """
         inflight: asyncio.Task[None] | None = None
+        committing: asyncio.Task[None] | None = None
         try:
             while not self.shutdown.requested:
                 wait = 0 if inflight is not None else 500
                 batch = await consumer.getmany(timeout_ms=wait, max_records=self.config.batch_size)
-                nxt = self._prepare(batch) if batch else None
+                nxt = await self._prepare(batch) if batch else None
                 acked = inflight is not None
                 if inflight is not None:
                     await inflight  # FatalProduceError / DrainTimeout propagate from here
@@ -167,23 +171,40 @@ class Ingress:
                 if nxt is not None:
                     inflight = asyncio.create_task(self._deliver(producer, *nxt))
                 if acked:
-                    await self._commit_acked(consumer)
+                    if committing is not None:
+                        await committing  # the previous commit first: offsets only move forward
+                    committing = asyncio.create_task(self._commit_acked(consumer))
                 await self._maybe_update_lag(consumer)
+            last = inflight is not None
             if inflight is not None:
                 await inflight
                 inflight = None
+            if committing is not None:
+                await committing
+                committing = None
+            if last:
                 await self._commit_acked(consumer)
         finally:
             if inflight is not None and not inflight.done():
                 inflight.cancel()
                 await asyncio.gather(inflight, return_exceptions=True)
+            if committing is not None:
+                # What it commits is acknowledged: let it finish (a fatal error then
+                # exits without committing its own batch, as before).
+                await asyncio.gather(committing, return_exceptions=True)
             self._outstanding = 0
             self._idle.set()
 
-    def _prepare(
+    async def _prepare(
         self, batch: dict[TopicPartition, list[ConsumerRecord]]
     ) -> tuple[list[Outgoing], BatchAcks]:
-        """Transform every message of ``batch``; from here until acknowledged it is in flight."""
+        """Transform every message of ``batch``; from here until acknowledged it is in flight.
+
+        Transforming a batch takes milliseconds of CPU: it yields to the event loop
+        every ``PREPARE_SLICE`` messages, so the batch in flight is sent, and its
+        acknowledgements and the running commit are read, during the transform and
+        not after it.
+        """
         self._outstanding += 1
         self._idle.clear()
         k = self.settings.kafka
@@ -191,15 +212,15 @@ class Ingress:
         records: list[Outgoing] = []
         for tp, msgs in batch.items():
             metrics.EVENTS_CONSUMED.labels(COMPONENT, tp.topic).inc(len(msgs))
-            records.extend(
-                [
-                    transform(
-                        m, strategy=self.strategy, events_topic=events, dlq_topic=dlq,
-                        max_bytes=max_bytes,
+            for i in range(0, len(msgs), PREPARE_SLICE):
+                if records:
+                    await asyncio.sleep(0)
+                records.extend(
+                    transform_all(
+                        msgs[i : i + PREPARE_SLICE], strategy=self.strategy,
+                        events_topic=events, dlq_topic=dlq, max_bytes=max_bytes,
                     )
-                    for m in msgs
-                ]
-            )  # fmt: skip
+                )  # fmt: skip
         return records, BatchAcks(batch)
 
     async def _deliver(

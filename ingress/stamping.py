@@ -23,6 +23,7 @@ keeps it untouched whatever the strategy; it counts as strategy ``existing``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -30,7 +31,7 @@ from aiokafka.structs import ConsumerRecord
 
 from pipeline.kafka import header
 from schemas.envelope import Envelope
-from schemas.ids import content_event_id, source_event_id
+from schemas.ids import content_event_id, source_event_id, source_event_id_of
 
 R_MISSING_EVENT_ID_HEADER = "missing_event_id_header"
 EXISTING = "existing"
@@ -111,3 +112,9 @@ def stamp(env: Envelope, msg: ConsumerRecord, strategy: Strategy) -> tuple[Envel
     if env.event_id:
         return env, EXISTING
     return env.with_event_id(strategy.derive(msg)), strategy.label
+
+
+def coordinates_deriver(strategy: Strategy) -> Callable[[bytes], str] | None:
+    """For the ``source`` strategy, the id from ``b"{topic}/{partition}/{offset}"``
+    (ingress forms those bytes anyway, for its header); None for the others."""
+    return source_event_id_of if type(strategy) is SourceStrategy else None

@@ -95,6 +95,61 @@ class Envelope:
         return orjson.dumps(self.to_dict())
 
 
+# The top-level keys Envelope.to_dict() writes for our own JSON form.
+_PLAIN_KEYS = frozenset(("event_id", "type", "source", "time", "subject", "data", "extensions"))
+# orjson writes at most 254 nesting levels (see R_TOO_DEEP). Every level opens with a
+# '{' or '[' byte (brackets inside strings only add to the count), so a body with at
+# most this many cannot nest too deep to re-serialise.
+_PLAIN_MAX_BRACKETS = 200
+NOT_PLAIN = (False, None)
+
+
+def plain_event_id(body: bytes) -> tuple[bool, str | None]:
+    """``(True, event_id or None)`` when ``body`` needs no re-serialising, else ``NOT_PLAIN``.
+
+    A body is *plain* when it is our own JSON form, starts with ``{``, and
+    :meth:`Envelope.to_json` of its parse would write the same JSON document (the
+    same keys and values, key order aside) plus ``event_id``: no CloudEvents or
+    unknown top-level key (to_dict drops them), no ``null`` optional field (dropped),
+    ``data`` present (always written), ``extensions`` absent or a non-empty object,
+    no nesting too deep to serialise, and ``event_id`` absent or a non-empty string.
+    Such a body is forwarded as is, or with the stamped id spliced in by
+    :func:`with_event_id_json`. Anything else (also every malformed body) returns
+    ``NOT_PLAIN`` and goes through :func:`parse`, which gives the verdict.
+    Headers are the caller's business: a ``ce_*`` header makes a message not plain.
+    """
+    if body[:1] != b"{" or (
+        len(body) > _PLAIN_MAX_BRACKETS
+        and body.count(b"{") + body.count(b"[") > _PLAIN_MAX_BRACKETS
+    ):
+        return NOT_PLAIN
+    try:
+        doc = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return NOT_PLAIN
+    if type(doc) is not dict or not _PLAIN_KEYS.issuperset(doc) or "data" not in doc:
+        return NOT_PLAIN
+    get = doc.get
+    typ, eid, ext = get("type"), get("event_id", ""), get("extensions")
+    if not (
+        type(typ) is str
+        and typ
+        and type(eid) is str
+        and (eid or "event_id" not in doc)
+        and ("source" not in doc or type(doc["source"]) is str)
+        and ("time" not in doc or type(doc["time"]) is str)
+        and ("subject" not in doc or type(doc["subject"]) is str)
+        and ("extensions" not in doc or (type(ext) is dict and len(ext) > 0))
+    ):
+        return NOT_PLAIN
+    return True, eid or None
+
+
+def with_event_id_json(body: bytes, event_id: str) -> bytes:
+    """A plain body (see :func:`plain_event_id`) without ``event_id``, with it as its first key."""
+    return b'{"event_id":' + orjson.dumps(event_id) + b"," + body[1:]
+
+
 def _opt_str(doc: dict[str, Any], name: str) -> str | None:
     value = doc.get(name)
     if value is None:
@@ -111,7 +166,7 @@ def _req_str(doc: dict[str, Any], name: str, reason: str) -> str:
     return value
 
 
-def _decode_headers(headers: Any) -> tuple[tuple[str, bytes], ...]:
+def decode_headers(headers: Any) -> tuple[tuple[str, bytes], ...]:
     if not headers:
         return ()
     out = []
@@ -158,7 +213,7 @@ def encode(env: Envelope) -> bytes:
 
 
 def _parse(value: bytes | None, headers: Any, max_bytes: int) -> Envelope:
-    hdrs = _decode_headers(headers)
+    hdrs = decode_headers(headers)
     body = value or b""
     if len(body) > max_bytes:
         raise EnvelopeError(R_TOO_LARGE, f"{len(body)} bytes exceeds the {max_bytes}-byte limit")

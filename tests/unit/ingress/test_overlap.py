@@ -9,11 +9,14 @@ error commits nothing more.
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
+import pytest
 from aiokafka.errors import TopicAuthorizationFailedError
-from aiokafka.structs import TopicPartition
+from aiokafka.structs import ConsumerRecord, TopicPartition
 
-from ingress.records import H_SOURCE
+from ingress import service
+from ingress.records import H_SOURCE, Outgoing, transform_all
 from ingress.service import Ingress
 from ingress.settings import load_ingress_settings
 from pipeline import settings
@@ -129,9 +132,32 @@ def batches(sizes: list[int]) -> list[dict[TopicPartition, list[object]]]:
     return out
 
 
-async def run(sizes: list[int], fail_from: int | None = None) -> tuple[int, Consumer]:
+class SlowCommitConsumer(Consumer):
+    """Each commit takes a few loop turns, logged as it starts and ends; so is each fetch."""
+
+    async def getmany(self, timeout_ms: int, max_records: int):
+        got = await super().getmany(timeout_ms, max_records)
+        if got:
+            self.log.append(("fetch", None))
+        return got
+
+    async def commit(self, offsets: dict[TopicPartition, int]) -> None:
+        self.log.append(("commit-start", dict(offsets)))
+        for _ in range(20):
+            await asyncio.sleep(0)
+        await super().commit(offsets)
+
+
+async def run(
+    sizes: list[int],
+    fail_from: int | None = None,
+    consumer_class: type[Consumer] = Consumer,
+    log: list[tuple[str, object]] | None = None,
+) -> tuple[int, Consumer]:
     shutdown = Shutdown()
-    consumer = Consumer(batches(sizes), shutdown)
+    consumer = consumer_class(batches(sizes), shutdown)
+    if log is not None:
+        consumer.log = log
     producer = Producer(consumer.log, fail_from)
     ing = Ingress(
         settings.load_settings(kafka__raw_topic="raw"),
@@ -178,3 +204,44 @@ async def test_a_fatal_produce_error_exits_1_and_commits_nothing_of_that_batch()
     assert code == 1
     assert_commits_only_acknowledged(consumer)
     assert consumer.commits == [{TP0: 3, TP1: 3}]  # the first batch only
+
+
+async def test_the_next_batch_is_fetched_while_a_commit_is_in_flight_one_commit_at_a_time() -> None:
+    code, consumer = await run([3, 4, 2, 5, 1], consumer_class=SlowCommitConsumer)
+    assert code == 0
+    assert_commits_only_acknowledged(consumer)
+    assert consumer.commits[-1] == {TP0: 15, TP1: 15}
+    kinds = [kind for kind, _ in consumer.log]
+    open_, overlapped = 0, 0
+    for kind in kinds:
+        if kind == "commit-start":
+            open_ += 1
+            assert open_ == 1  # never two commits at once
+        elif kind == "commit":
+            open_ -= 1
+        elif kind == "fetch" and open_:
+            overlapped += 1  # a batch fetched (and transformed) during a commit
+    assert overlapped >= 1
+    offsets = [what[TP0] for kind, what in consumer.log if kind == "commit"]  # type: ignore[index]
+    assert offsets == sorted(offsets)  # committed in produce order
+
+
+async def test_acknowledgements_are_read_while_the_next_batch_is_transformed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    log: list[tuple[str, object]] = []
+
+    def logged(msgs: list[ConsumerRecord], **kw: Any) -> list[Outgoing]:
+        log.extend(("transform", m.offset) for m in msgs)
+        return transform_all(msgs, **kw)
+
+    monkeypatch.setattr(service, "transform_all", logged)
+    code, consumer = await run([1000, 1000, 1000], log=log)
+    assert code == 0
+    assert_commits_only_acknowledged(consumer)
+    first_ack = [kind for kind, _ in log].index("ack")
+    second = range(1000, 2000)  # the raw offsets of the second fetched batch
+    # The first batch's acknowledgement is read in the middle of the second's transform.
+    before = [o for kind, o in log[:first_ack] if kind == "transform" and o in second]
+    after = [o for kind, o in log[first_ack:] if kind == "transform" and o in second]
+    assert before and after

@@ -65,3 +65,25 @@ def test_fast_uuid5_matches_the_standard_library():
     ns = uuid.UUID("0b6b9d0e-7f54-5d3c-8a8e-2f4c3d1e9a77")
     for topic, part, off in [("raw", 0, 0), ("ingest.raw", 5, 123456789), ("é-topic", 1, 2**40)]:
         assert ids.source_event_id(topic, part, off) == str(uuid.uuid5(ns, f"{topic}/{part}/{off}"))
+
+
+def test_uuid5_formatting_covers_every_variant_digit():
+    # The version and variant bits are set on the hex string: every value of the
+    # variant digit (16 of them, over enough coordinates) must match uuid.uuid5.
+    ns = uuid.UUID("0b6b9d0e-7f54-5d3c-8a8e-2f4c3d1e9a77")
+    seen = set()
+    for off in range(2000):
+        name = f"raw/{off % 3}/{off}"
+        want = str(uuid.uuid5(ns, name))
+        assert ids.source_event_id("raw", off % 3, off) == want
+        assert ids.source_event_id_of(name.encode()) == want
+        seen.add(ids.hashlib.sha1(ns.bytes + name.encode()).hexdigest()[16])
+    assert len(seen) == 16
+
+
+def test_source_event_ids_are_the_ones_already_issued():
+    # Literal ids minted before the hot-path rewrite: a stamped id must never change.
+    assert ids.source_event_id("raw", 0, 0) == "208b3077-0bcf-512f-b835-24ed3b48153e"
+    assert ids.source_event_id("ingest.raw", 5, 123456789) == "93e99fbd-0b0f-551e-9b12-354ca0116553"
+    assert ids.source_event_id("é-topic", 1, 2**40) == "37f33806-478a-5816-a7bc-2517503bfade"
+    assert ids.source_event_id("bench-raw-x", 2, 29999) == "8528db0a-c24b-5e30-bccd-85954ea87e1e"
