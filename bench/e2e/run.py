@@ -39,6 +39,7 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import orjson
 from temporalio.client import Client, WorkflowHandle
 from temporalio.common import WorkflowIDReusePolicy
 from temporalio.service import RPCError, RPCStatusCode
@@ -133,15 +134,17 @@ async def bare_runs(client: Client, queue: str, tasks: int, n: int, local: bool 
     return *await _loop(n, one), wids
 
 
-def _run_input(activity_id: str, event_id: str, event_type: str) -> RunActivityInput:
+def _run_input(activity_id: str, event_id: str, event_type: str, i: int) -> RunActivityInput:
+    """What the router would start for ``event(...)``: (b) carries the same event
+    document as (c), so both phases store and move the same payloads."""
     wid = event_workflow_id(activity_id, event_id)
-    doc = {"event_id": event_id, "type": event_type, "source": "bench", "data": {}}
+    doc = orjson.loads(event(event_type, event_id, i))
     return RunActivityInput(activity_id, wid, str(run_id_for(wid)), "event", event_id, doc)
 
 
 async def direct_runs(env: Env, activity_id: str, n: int) -> Phase:
     """(b): RunActivityWorkflow started directly with the contract id, ``in_flight()`` at a time."""
-    runs = [_run_input(activity_id, uuid.uuid4().hex, "bench.e2e.direct") for _ in range(n)]
+    runs = [_run_input(activity_id, uuid.uuid4().hex, "bench.e2e.direct", i) for i in range(n)]
 
     async def one(i: int) -> None:
         handle = await env.client.start_workflow(
