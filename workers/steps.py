@@ -34,7 +34,8 @@ async def db_step(method: Callable[[Any, Any], Awaitable[Any]], arg: Any) -> Any
     as a marker, so a run costs a handful of server round trips instead of one
     schedule/poll/complete cycle per row written. That is safe here because each
     step is an idempotent upsert; a retry after a worker crash repeats it with the
-    same outcome. Task handlers stay regular activities (long, heartbeating).
+    same outcome. Task handlers are regular activities (long, heartbeating), except
+    short ones, which run through :func:`local_step` with their own retry policy.
     """
     return await workflow.execute_local_activity_method(
         method, arg, start_to_close_timeout=DB_TIMEOUT, retry_policy=DB_RETRY
