@@ -28,8 +28,8 @@ from pipeline.stack.kafka import Kafka
 from pipeline.stack.kafka_cluster import KafkaCluster
 from pipeline.stack.kafka_inspect import under_replicated
 from pipeline.stack.settings import StackSettings
-from tests.faults import harness as h
 from tests.support import ROOT
+from tests.support.net import free_ports
 from tests.support.stack import Topics
 
 NODES = 3
@@ -40,7 +40,8 @@ HEAP = "256m"
 @pytest.fixture(scope="module")
 def kafka_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
     stack_kafka = Kafka(StackSettings(dir=ROOT / ".stack"))
-    ports = [(h.free_port(), h.free_port()) for _ in range(NODES)]
+    flat = free_ports(2 * NODES)
+    ports = [(flat[2 * i], flat[2 * i + 1]) for i in range(NODES)]
     cluster = KafkaCluster(tmp_path_factory.mktemp("kafka3"), stack_kafka.libs, ports, heap=HEAP)
     try:
         cluster.ensure()

@@ -21,7 +21,7 @@ from pipeline.stack.kafka import Kafka
 from pipeline.stack.settings import StackSettings
 from tests.faults import harness as h
 from tests.support import ROOT, db, kafka
-from tests.support.net import free_port
+from tests.support.net import free_ports
 from tests.support.wait import eventually
 
 N = h.events("kafka_restart", 200)
@@ -30,10 +30,11 @@ DOWN = h.scaled(5, 20)
 
 @pytest.mark.timeout(h.scaled(480, h.drain_seconds(N) + 900))
 async def test_kafka_broker_restart(stack, cfg, topics, task_queue, temporal, db_pool, fault):
+    kafka_port, controller_port = free_ports(2)
     scfg = StackSettings(
         dir=fault.tmp / "kstack",
-        kafka_port=free_port(),
-        kafka_controller_port=free_port(),
+        kafka_port=kafka_port,
+        kafka_controller_port=controller_port,
         kafka_heap="384m",
     )
     broker = Kafka(scfg)

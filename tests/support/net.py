@@ -2,11 +2,25 @@
 
 from __future__ import annotations
 
+import contextlib
 import socket
+
+
+def free_ports(n: int) -> list[int]:
+    """``n`` distinct ports nothing listens on right now (the OS picks them).
+
+    Every socket stays bound until all ``n`` are chosen, so the OS cannot hand
+    the same port out twice. Calling ``free_port()`` ``n`` times can: each port
+    is released before the next bind, and a port the kernel just freed may come
+    back (CI once drew ``(44653, 44653)`` for one Kafka node's two listeners).
+    """
+    with contextlib.ExitStack() as stack:
+        socks = [stack.enter_context(socket.socket()) for _ in range(n)]
+        for s in socks:
+            s.bind(("127.0.0.1", 0))
+        return [int(s.getsockname()[1]) for s in socks]
 
 
 def free_port() -> int:
     """A port nothing listens on right now (the OS picks it)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    return free_ports(1)[0]

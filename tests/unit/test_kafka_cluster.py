@@ -11,6 +11,7 @@ from pipeline.stack.kafka import Kafka
 from pipeline.stack.kafka_cluster import KafkaCluster, stack_kafka
 from pipeline.stack.procs import StackError
 from pipeline.stack.settings import StackSettings
+from tests.support.net import free_ports
 
 
 def test_stack_cluster_ports_keep_the_default_bootstrap_address(tmp_path: Path) -> None:
@@ -73,3 +74,12 @@ def test_topic_configs(rf: int, min_isr: str) -> None:
         "min.insync.replicas": min_isr,
         "unclean.leader.election.enable": "false",
     }
+
+
+def test_free_ports_never_repeats_a_port() -> None:
+    # The fault suite's private cluster takes its six listener ports from one
+    # free_ports call; drawing them one by one once gave a node the same port twice.
+    for _ in range(20):
+        ports = free_ports(64)
+        assert len(set(ports)) == 64
+        assert all(1024 <= p <= 65535 for p in ports)

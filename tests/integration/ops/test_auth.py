@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import httpx
 
-from .procs import Proc, env_for, free_port, wait_http
+from tests.support.net import free_port, free_ports
+
+from .procs import Proc, env_for, wait_http
 
 ENDPOINTS = [
     ("GET", "/api/runs", None),
@@ -22,7 +24,7 @@ ENDPOINTS = [
 
 async def test_every_endpoint_needs_the_token_and_the_token_is_never_printed(cfg):
     token = "s3cret-" + "x" * 24
-    port, metrics = free_port(), free_port()
+    port, metrics = free_ports(2)
     env = env_for(
         cfg,
         INGEST_OPS_TOKEN=token,

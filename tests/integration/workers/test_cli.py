@@ -15,7 +15,7 @@ import sys
 import httpx
 
 from tests.support import ROOT
-from tests.support.net import free_port
+from tests.support.net import free_port, free_ports
 from tests.support.runs import event_run, insert_activity, start_run
 
 
@@ -45,7 +45,7 @@ async def get_text(url: str) -> str:
 
 
 async def test_worker_process_runs_workflows_and_stops_on_sigterm(cfg, temporal, db_pool):
-    port, sdk_port = free_port(), free_port()
+    port, sdk_port = free_ports(2)
     proc = await asyncio.create_subprocess_exec(
         *[sys.executable, "-m", "workers.cli", "--metrics-port", str(port)],
         cwd=ROOT,
