@@ -37,6 +37,7 @@ import signal
 import time
 import uuid
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -245,11 +246,15 @@ class Bench:
     async def phase(
         self, kind: str, tasks: int, n: int, go: Callable[[], Awaitable[Phase]]
     ) -> dict[str, Any]:
+        perf = await _perf_record(self.meter.groups["temporal"], f"{tasks}-{kind}")
         self.meter.start()
         wall0 = time.time()
         t0, finishes, wids = await go()
         wall = time.time() - wall0
         cpu = self.meter.stop()
+        if perf is not None:
+            perf.send_signal(signal.SIGINT)
+            await perf.wait()
         shape = await history_shape(self.env.client, [wids[0], *_children(kind, wids[0], tasks)])
         seconds = finishes[-1] - t0
         return {
@@ -300,6 +305,31 @@ class Bench:
             "tasks": tasks, "a": a, "a_local": lo, "b": b, "c": c,
             "b_a": round(b_a, 3), "c_b": round(c_b, 3), "b_a_local": round(b_l, 3),
         }  # fmt: skip
+
+
+def _perf_file(label: str) -> str | None:
+    given = os.environ.get("BENCH_E2E_PERF")
+    if not given:
+        return None
+    out = Path(given)
+    out.mkdir(parents=True, exist_ok=True)
+    return str(out / f"{label}-{len(list(out.glob(f'{label}-*.data')))}.data")
+
+
+async def _perf_record(pids: list[int], label: str) -> asyncio.subprocess.Process | None:
+    """With ``BENCH_E2E_PERF=<dir>``: ``perf record`` the Temporal server during one phase.
+
+    A diagnostic for where the server's CPU per run goes (the dev server is a
+    stripped Go binary: symbolise the addresses with its ``.gopclntab``). Files are
+    ``<dir>/<tasks>-<phase>-<n>.data``, n counting the phase's rounds.
+    """
+    out = _perf_file(label)
+    if out is None or not pids:
+        return None
+    return await asyncio.create_subprocess_exec(
+        "perf", "record", "-q", "-F", "499", "-g", "-p", ",".join(map(str, pids)), "-o", out,
+        stdout=asyncio.subprocess.DEVNULL,
+    )  # fmt: skip
 
 
 def _merged(rounds: list[dict[str, Any]]) -> dict[str, Any]:
