@@ -5,7 +5,11 @@ instances are created the way the worker creates one per workflow run. Printed i
 ms per instance, twice: with the workflow's module reloaded per instance (the
 sandbox's default: it loads the module afresh and applies ``workflow.defn``
 again) and with the module passed through (``WorkerPart.passthrough``, what the
-worker does now). ``bench.e2e.bare``'s classes for comparison. CPU only, no
+worker does now). ``bench.e2e.bare``'s classes for comparison. Then the cost
+of one serialization-context look-up (the SDK asks for one per payload sequence,
+several times per payload), through the sandbox (the SDK's runner) and directly
+(``workers.sandbox.DirectContexts``, what the worker does now), in µs per call
+and as a ratio. CPU only, no
 server; ``BENCH_SANDBOX_PROFILE=1`` adds a cProfile of the reloading runner (top
 25 by cumulative time).
 
@@ -24,7 +28,7 @@ from typing import Any
 
 from bench.common import write_result
 from bench.e2e.bare import BareChild, BareParent
-from workers.sandbox import instance_details, reloaded_modules, workflow_runner
+from workers.sandbox import DirectContexts, instance_details, reloaded_modules, workflow_runner
 from workers.workflows import RunActivityWorkflow, TaskInstanceWorkflow
 
 NAME = "sandbox"
@@ -38,6 +42,20 @@ def per_instance_ms(cls: type, runner: Any, k: int) -> float:
     for _ in range(k):
         runner.create_instance(det)
     return round((time.perf_counter() - t0) * 1000 / k, 3)
+
+
+def context_us_per_call(cls: type, k: int) -> tuple[float, float]:
+    """µs per ``get_serialization_context`` call: (sandboxed, direct), on one instance."""
+    instance = workflow_runner(cls.__module__).create_instance(instance_details(cls))
+    assert isinstance(instance, DirectContexts) and instance.direct
+    out = []
+    for target in (instance.sandboxed, instance):
+        target.get_serialization_context(None)
+        t0 = time.perf_counter()
+        for _ in range(k):
+            target.get_serialization_context(None)
+        out.append(round((time.perf_counter() - t0) * 1e6 / k, 2))
+    return out[0], out[1]
 
 
 def _profile(k: int) -> str:
@@ -59,7 +77,10 @@ async def run(k: int | None = None) -> dict[str, Any]:
     rows: dict[str, dict[str, Any]] = {}
     for cls in CLASSES:
         module_passed = workflow_runner(cls.__module__)
+        sandboxed_us, direct_us = context_us_per_call(cls, 20 * k)
         rows[cls.__name__] = {
+            "context_us_per_call_sandboxed": sandboxed_us,
+            "context_us_per_call_direct": direct_us,
             "module": cls.__module__,
             "reloaded": await reloaded_modules(cls, workflow_runner()),
             "ms_per_instance": per_instance_ms(cls, workflow_runner(), k),
@@ -71,7 +92,10 @@ async def run(k: int | None = None) -> dict[str, Any]:
         print(
             f"{name:<22} {r['ms_per_instance']:>7} ms/instance "
             f"({r['ms_per_instance_module_passed_through']} ms with its module passed through); "
-            f"reloads {', '.join(r['reloaded'])}"
+            f"reloads {', '.join(r['reloaded'])}; context look-up "
+            f"{r['context_us_per_call_sandboxed']} µs sandboxed, "
+            f"{r['context_us_per_call_direct']} µs direct (direct/sandboxed "
+            f"{r['context_us_per_call_direct'] / r['context_us_per_call_sandboxed']:.3f})"
         )
     if os.environ.get("BENCH_SANDBOX_PROFILE") == "1":
         print(_profile(k))

@@ -48,6 +48,16 @@ def _ms_per_run(stats: pstats.Stats, n: int, top: int) -> tuple[str, dict[str, f
     return out.getvalue(), {k: round(v, 1) for k, v in buckets.items()}
 
 
+def _context_lookups(stats: pstats.Stats, n: int) -> float:
+    """Serialization-context look-ups per run (``workers.sandbox.DirectContexts``)."""
+    calls = sum(
+        nc
+        for (file, _line, fn), (_cc, nc, _tt, _ct, _callers) in stats.stats.items()  # type: ignore[attr-defined]
+        if file.endswith("workers/sandbox.py") and fn.startswith("get_") and fn.endswith("_context")
+    )
+    return round(calls / n, 1)
+
+
 async def run() -> dict[str, Any]:
     n = int(os.environ.get("BENCH_E2E_RUNS", "60"))
     tasks = int(os.environ.get("BENCH_E2E_TASKS", "1"))
@@ -81,6 +91,7 @@ async def run() -> dict[str, Any]:
     finally:
         concurrent.futures.ThreadPoolExecutor = plain  # type: ignore[misc]
         await drop_env(env)
+    lookups = _context_lookups(pstats.Stats(main), n)
     loop_text, loop_buckets = _ms_per_run(pstats.Stats(main), n, 30)
     wf = pstats.Stats(threads[0]) if threads else None
     for prof in threads[1:]:
@@ -92,7 +103,9 @@ async def run() -> dict[str, Any]:
     print(f"process CPU (all threads, profiled): {cpu * 1000 / n:.1f} ms/run")
     for label, ms in {**loop_buckets, **wf_buckets}.items():
         print(f"  {label:<42} {ms:>7} ms/run")
-    return {"cpu_ms_per_run": cpu * 1000 / n, **loop_buckets, **wf_buckets}
+    print(f"  serialization-context look-ups per run: {lookups}")
+    return {"cpu_ms_per_run": cpu * 1000 / n, "context_lookups_per_run": lookups,
+            **loop_buckets, **wf_buckets}  # fmt: skip
 
 
 if __name__ == "__main__":
