@@ -131,7 +131,9 @@ async def spawn(
             out.close()
 
 
-def start_worker(env: Env, parts: Sequence[PartFactory]) -> tuple[asyncio.Task[int], Shutdown]:
+def start_worker(
+    env: Env, parts: Sequence[PartFactory], worker_settings: WorkerSettings | None = None
+) -> tuple[asyncio.Task[int], Shutdown]:
     """The production worker (``run_worker``) in this process, serving ``parts``."""
     shutdown = Shutdown()
     worker = asyncio.create_task(
@@ -141,7 +143,7 @@ def start_worker(env: Env, parts: Sequence[PartFactory]) -> tuple[asyncio.Task[i
             client=env.client,
             pool=env.pool,
             registry=load_registry(use_entry_points=False),
-            worker_settings=WorkerSettings(),
+            worker_settings=worker_settings or WorkerSettings(),
             parts=parts,
         )
     )

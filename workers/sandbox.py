@@ -102,10 +102,14 @@ class DirectContexts(WorkflowInstance):
         return self._contexts.get_external_store_context(command_info)
 
 
-def workflow_runner(*workflow_modules: str) -> SandboxRunner:
+def workflow_runner(
+    *workflow_modules: str, direct_contexts: bool = True
+) -> SandboxedWorkflowRunner:
     """The runner of the worker (``workers.worker.build_worker``) and of replay tests,
-    passing ``workflow_modules`` (the parts' ``passthrough``) through as well."""
-    return SandboxRunner(restrictions=restrictions(*workflow_modules))
+    passing ``workflow_modules`` (the parts' ``passthrough``) through as well;
+    ``direct_contexts=False`` gives the SDK's runner unchanged."""
+    runner = SandboxRunner if direct_contexts else SandboxedWorkflowRunner
+    return runner(restrictions=restrictions(*workflow_modules))
 
 
 def instance_details(workflow_class: type) -> WorkflowInstanceDetails:

@@ -25,6 +25,10 @@ class WorkerSettings(BaseSettings):
     # and child: bench.e2e ran (b) 20-90 % faster with 10 and 0.5 (docs/benchmarks.md).
     workflow_task_pollers: int = Field(10, ge=2)
     nonsticky_poll_ratio: float = Field(0.5, gt=0, le=1)
+    # Serialization contexts read from the workflow instance, not through the sandbox
+    # (workers.sandbox.SandboxRunner: 12-17 % less worker CPU per run). false = the SDK's
+    # runner as it ships: a way back should an SDK release change what this relies on.
+    sandbox_direct_contexts: bool = True
     # The Temporal SDK's own Prometheus metrics (task latencies, poll counts); 0 = off.
     sdk_metrics_port: int = Field(0, ge=0, le=65535)
     # Where `emit` tasks publish when their config names no topic.

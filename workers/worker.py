@@ -56,7 +56,10 @@ def build_worker(
         task_queue=settings.temporal.task_queue,
         workflows=[wf for part in parts for wf in part.workflows],
         activities=[act for part in parts for act in part.activities],
-        workflow_runner=workflow_runner(*(m for part in parts for m in part.passthrough)),
+        workflow_runner=workflow_runner(
+            *(m for part in parts for m in part.passthrough),
+            direct_contexts=worker_cfg.sandbox_direct_contexts,
+        ),
         max_concurrent_activities=worker_cfg.max_concurrent_activities,
         max_concurrent_workflow_tasks=worker_cfg.max_concurrent_workflow_tasks,
         workflow_task_poller_behavior=PollerBehaviorSimpleMaximum(worker_cfg.workflow_task_pollers),

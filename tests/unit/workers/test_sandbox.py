@@ -44,3 +44,27 @@ def test_old_import_path_still_works() -> None:
 
     assert workflows.RunActivityWorkflow is RunActivityWorkflow
     assert workflows.TaskInstanceWorkflow is TaskInstanceWorkflow
+
+
+async def test_instances_read_contexts_directly_unless_turned_off(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
+
+    from workers.sandbox import DirectContexts, SandboxRunner, instance_details
+    from workers.settings import WorkerSettings
+
+    det = instance_details(TaskInstanceWorkflow)
+    instance = workflow_runner(*CORE_WORKFLOW_MODULES).create_instance(det)
+    # direct: the in-sandbox instance was found (an SDK change would make this False)
+    assert isinstance(instance, DirectContexts) and instance.direct
+    assert instance.get_serialization_context(None) == instance.sandboxed.get_serialization_context(
+        None
+    )
+    plain = workflow_runner(*CORE_WORKFLOW_MODULES, direct_contexts=False)
+    assert type(plain) is SandboxedWorkflowRunner and not isinstance(plain, SandboxRunner)
+    assert not isinstance(plain.create_instance(det), DirectContexts)
+
+    assert WorkerSettings().sandbox_direct_contexts is True
+    monkeypatch.setenv("INGEST_SANDBOX_DIRECT_CONTEXTS", "false")
+    assert WorkerSettings().sandbox_direct_contexts is False

@@ -1,0 +1,85 @@
+"""The worker's sandbox runner against the SDK's, in one process: phase (b) of bench.e2e.
+
+``python -m bench.e2e.runner_ab`` runs ``RunActivityWorkflow`` directly (as phase (b)
+does: closed loop, ``BENCH_E2E_IN_FLIGHT`` in flight, ``BENCH_E2E_TASKS`` noop tasks,
+default 1) in rounds of ``BENCH_E2E_RUNS`` (default 256), alternating the worker's
+runner (A: ``INGEST_SANDBOX_DIRECT_CONTEXTS=true``, serialization contexts read from
+the workflow instance) and the SDK's runner unchanged (B), in the order ABBAABBA, so a
+drift in the machine's speed weighs on both alike. Each round starts its own worker.
+Prints, per round and as means, runs/s and CPU ms per run of this process (the
+worker) and of the Temporal server, then the figure it targets: worker CPU per run,
+A / B (below 1 = the change saves). A diagnostic, not part of ``make bench``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import statistics
+import time
+from typing import Any
+
+from bench.common import drop_env, make_env, seed_activity, start_worker, steady_rate, write_result
+from bench.e2e.probe import CpuMeter, find_pids
+from bench.e2e.run import direct_runs
+from pipeline.parts import worker_parts
+from workers.settings import WorkerSettings
+
+NAME = "runner_ab"
+ORDER = "ABBAABBA"
+
+
+async def _round(env: Any, aid: str, meter: CpuMeter, direct: bool, n: int) -> dict[str, float]:
+    worker, shutdown = start_worker(
+        env, worker_parts(), WorkerSettings(sandbox_direct_contexts=direct)
+    )
+    try:
+        await direct_runs(env, aid, 4)  # warm-up: imports, caches, pollers
+        meter.start()
+        _, finishes, _ = await direct_runs(env, aid, n)
+        cpu = meter.stop()
+    finally:
+        shutdown.trigger()
+        await worker
+    return {
+        "runs_per_second": round(steady_rate(finishes), 2),
+        "worker_cpu_ms_per_run": round(cpu["bench process"] * 1000 / n, 1),
+        "temporal_cpu_ms_per_run": round(cpu["temporal"] * 1000 / n, 1),
+    }
+
+
+async def run() -> dict[str, Any]:
+    n = int(os.environ.get("BENCH_E2E_RUNS", "256"))
+    tasks = int(os.environ.get("BENCH_E2E_TASKS", "1"))
+    env = await make_env(NAME)
+    rounds: dict[str, list[dict[str, float]]] = {"A": [], "B": []}
+    try:
+        aid = await seed_activity(env.pool, "bench.runner_ab", [{"type": "noop", "count": tasks}])
+        meter = CpuMeter(find_pids(int(env.cfg.temporal.address.rpartition(":")[2])))
+        for kind in ORDER:
+            row = await _round(env, aid, meter, kind == "A", n)
+            rounds[kind].append(row)
+            print(f"{time.strftime('%H:%M:%S')} {kind} {row}", flush=True)
+    finally:
+        await drop_env(env)
+
+    def mean(rs: list[dict[str, float]], field: str) -> float:
+        return round(statistics.mean(r[field] for r in rs), 2)
+
+    means = {k: {f: mean(rs, f) for f in rs[0]} for k, rs in rounds.items()}
+    ratio = means["A"]["worker_cpu_ms_per_run"] / means["B"]["worker_cpu_ms_per_run"]
+    rate = means["A"]["runs_per_second"] / means["B"]["runs_per_second"]
+    figures = {
+        "tasks": tasks, "runs_per_round": n, "order": ORDER, "rounds": rounds, "means": means,
+        "worker_cpu_a_over_b": round(ratio, 3), "rate_a_over_b": round(rate, 3),
+        "date": time.strftime("%Y-%m-%d %H:%M"),
+    }  # fmt: skip
+    write_result(NAME, figures)
+    for k, label in (("A", "direct contexts"), ("B", "SDK runner")):
+        print(f"{k} ({label}): {means[k]}")
+    print(f"worker CPU per run, direct / SDK runner: {ratio:.3f}; runs/s direct / SDK: {rate:.3f}")
+    return figures
+
+
+if __name__ == "__main__":
+    asyncio.run(run())
