@@ -100,9 +100,10 @@ class Session:
         )
 
 
-async def topic_partitions(consumer: AIOKafkaConsumer, topic: str) -> list[int]:
-    """The partitions of ``topic`` (refreshing metadata); ReplayError if it does not exist."""
-    for _ in range(30):
+async def topic_partitions(consumer: AIOKafkaConsumer, topic: str, tries: int = 30) -> list[int]:
+    """The partitions of ``topic`` (refreshing metadata up to ``tries`` times, 0.1 s apart);
+    ReplayError if it does not exist."""
+    for _ in range(tries):
         # A group-less consumer's own cluster view only covers assigned topics, so ask for
         # full metadata (the public ``topics()`` returns names only).
         cluster = await consumer._client.fetch_all_metadata()

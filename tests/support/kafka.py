@@ -15,6 +15,8 @@ from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
+from replay.session import topic_partitions
+
 # (key, value, headers) or (key, value, headers, partition)
 Message = tuple[Any, ...]
 
@@ -45,14 +47,9 @@ async def _started(consumer: AIOKafkaConsumer) -> None:
 
 
 async def partitions(consumer: AIOKafkaConsumer, topic: str) -> set[int]:
-    """Partitions of an existing topic (waits for metadata; never an empty answer)."""
-    for _ in range(50):
-        cluster = await consumer._client.fetch_all_metadata()
-        parts = cluster.partitions_for_topic(topic)
-        if parts:
-            return set(parts)
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"topic {topic} has no partitions in the metadata")
+    """Partitions of an existing topic (waits up to 5 s for metadata; never an empty
+    answer: ReplayError names a topic that does not exist)."""
+    return set(await topic_partitions(consumer, topic, tries=50))
 
 
 async def read_all(bootstrap: str, topic: str, idle_ms: int = 1500) -> list[Any]:
