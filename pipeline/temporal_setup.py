@@ -18,13 +18,18 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+from datetime import timedelta
+
+from google.protobuf.duration_pb2 import Duration
 
 from temporalio.api.enums.v1 import IndexedValueType
 from temporalio.api.operatorservice.v1 import (
     AddSearchAttributesRequest,
     ListSearchAttributesRequest,
 )
+from temporalio.api.workflowservice.v1 import RegisterNamespaceRequest
 from temporalio.client import Client
+from temporalio.service import RPCError, RPCStatusCode
 
 from pipeline import settings
 from pipeline.clients import Unreachable, temporal_client
@@ -51,6 +56,31 @@ async def register_search_attributes(client: Client, namespace: str) -> list[str
             )
         )
     return missing
+
+
+async def register_namespace(
+    client: Client, namespace: str, retention: timedelta, description: str = ""
+) -> bool:
+    """Register ``namespace`` with ``retention``; False if it already exists (left as it is).
+
+    A real server starts with no ``default`` namespace (the dev server makes one);
+    ``temporal operator namespace create`` fails on an existing one, this does not.
+    """
+    try:
+        await client.workflow_service.register_namespace(
+            RegisterNamespaceRequest(
+                namespace=namespace,
+                description=description,
+                workflow_execution_retention_period=Duration(
+                    seconds=int(retention.total_seconds())
+                ),
+            )
+        )
+    except RPCError as exc:
+        if exc.status == RPCStatusCode.ALREADY_EXISTS:
+            return False
+        raise
+    return True
 
 
 def register_on(address: str, namespace: str = "default") -> list[str]:

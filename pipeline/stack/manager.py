@@ -12,24 +12,41 @@ from pipeline.stack.postgres import Postgres
 from pipeline.stack.procs import StackError
 from pipeline.stack.settings import HOST, StackSettings
 from pipeline.stack.temporal import Temporal
+from pipeline.stack.temporal_server import TemporalServer
+
+Services = list[tuple[str, Kafka | KafkaCluster | Temporal | TemporalServer | Postgres]]
 
 
-def _services(
-    cfg: StackSettings, kafka_nodes: int | None = None
-) -> list[tuple[str, Kafka | KafkaCluster | Temporal | Postgres]]:
+def stack_temporal(cfg: StackSettings) -> Temporal | TemporalServer:
+    """The stack's Temporal: the real server when ``INGEST_STACK_TEMPORAL=server``, or
+    when this stack started one and no dev server (so ``status`` finds it whatever the
+    setting says now); else the dev server."""
+    server = TemporalServer(cfg)
+    if cfg.temporal == "server" or (server.started_procs() and Temporal(cfg).proc.pid() is None):
+        return server
+    return Temporal(cfg)
+
+
+def _services(cfg: StackSettings, kafka_nodes: int | None = None) -> Services:
     kafka = stack_kafka(cfg, kafka_nodes)
-    return [("kafka", kafka), ("temporal", Temporal(cfg)), ("postgres", Postgres(cfg))]
+    temporal = stack_temporal(cfg)
+    if isinstance(temporal, TemporalServer):  # it keeps its state in the stack's PostgreSQL
+        return [("kafka", kafka), ("postgres", Postgres(cfg)), ("temporal", temporal)]
+    return [("kafka", kafka), ("temporal", temporal), ("postgres", Postgres(cfg))]
 
 
 def _addresses(cfg: StackSettings, kafka_nodes: int | None = None) -> dict[str, str]:
     from pipeline.db import redact
 
+    temporal = stack_temporal(cfg)
     out = {
         "kafka": stack_kafka(cfg, kafka_nodes).address,
         "temporal": f"{HOST}:{cfg.temporal_port}",
         "postgres": redact(Postgres(cfg).url),
     }
-    if cfg.temporal_ui:
+    if isinstance(temporal, TemporalServer):
+        out["temporal"] = temporal.summary()
+    elif cfg.temporal_ui:
         out["temporal"] += f" (UI http://{HOST}:{cfg.temporal_ui_port})"
     return out
 
@@ -72,10 +89,16 @@ def topics_line(topics: list[str], created: list[str], partitions: int) -> str:
 
 
 def down(cfg: StackSettings) -> int:
-    for name, svc in reversed(_services(cfg)):
+    # Both kinds of Temporal: the real server may run beside the dev server on other
+    # ports (the test suite's real-server subset does), and both keep state elsewhere.
+    services: Services = [("kafka", stack_kafka(cfg)), ("temporal", Temporal(cfg))]
+    services += [("temporal", TemporalServer(cfg)), ("postgres", Postgres(cfg))]
+    for name, svc in reversed(services):
         if name == "postgres" and svc.external_url():  # type: ignore[union-attr]
             print(f"{name:9} external, left alone")
             continue
+        if isinstance(svc, TemporalServer) and not svc.started_procs():
+            continue  # no real server was started: one "temporal" line is enough
         print(f"{name:9} {'stopped' if svc.stop() else 'not started by this stack'}")
     return 0
 
@@ -91,7 +114,7 @@ def status(cfg: StackSettings) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    cfg = StackSettings()
+    cfg = StackSettings(**({"temporal": args.temporal} if args.temporal else {}))
     if args.action == "up":
         return up(cfg, args.partitions, args.kafka_nodes)
     if args.action == "down":
@@ -114,6 +137,17 @@ def _flags(p: argparse.ArgumentParser) -> None:
             "(docs/kafka.md); status/down find a started cluster by themselves"
         ),
     )
+    p.add_argument(
+        "--temporal",
+        choices=["dev", "server"],
+        help=(
+            "up: which Temporal (INGEST_STACK_TEMPORAL, default dev): `dev` is "
+            "`temporal server start-dev`; `server` is the real server on the stack's "
+            "PostgreSQL with INGEST_STACK_TEMPORAL_SHARDS shards (default 4), built once "
+            "with `go install` (docs/local-stack.md); status/down find a started one by "
+            "themselves"
+        ),
+    )
 
 
 COMMAND = Command(
@@ -121,7 +155,8 @@ COMMAND = Command(
     help="start/stop/check the local Kafka, Temporal and PostgreSQL",
     description=(
         "The local stack of real services: a KRaft Kafka broker run on Java 17 from "
-        "Maven jars, `temporal server start-dev` (SQLite in WAL mode), and the "
+        "Maven jars, `temporal server start-dev` (SQLite in WAL mode) or, with "
+        "--temporal server, the real Temporal server on PostgreSQL, and the "
         "embedded PostgreSQL (or DATABASE_URL if set). State and logs live in "
         "INGEST_STACK_DIR (default .stack/)."
     ),

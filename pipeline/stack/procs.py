@@ -108,3 +108,38 @@ def wait_for(check, what: str, proc: Proc, timeout: float) -> None:  # type: ign
             raise StackError(f"{what} exited during start-up; last log lines:\n{proc.tail()}")
         time.sleep(0.3)
     raise StackError(f"{what} did not answer within {timeout:.0f}s; see {proc.logfile}")
+
+
+def port_owner(port: int) -> int | None:
+    """The pid of the process listening on TCP ``port`` (Linux ``/proc``), or None.
+
+    A health check that passes proves only that something serves the port; a stack
+    that starts a server checks that this something is the process it started.
+    """
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            rows = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for row in rows:
+            cols = row.split()
+            # local_address is HEXIP:HEXPORT; state 0A is LISTEN.
+            if len(cols) > 9 and cols[3] == "0A" and int(cols[1].rsplit(":", 1)[1], 16) == port:
+                inodes.add(f"socket:[{cols[9]}]")
+    if not inodes:
+        return None
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            fds = list((proc / "fd").iterdir())
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                if os.readlink(fd) in inodes:
+                    return int(proc.name)
+            except OSError:
+                continue
+    return None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -26,4 +27,17 @@ class StackSettings(BaseSettings):
     temporal_port: int = Field(7233, ge=1, le=65535)
     temporal_ui: bool = True
     temporal_ui_port: int = Field(8233, ge=1, le=65535)
+    # Which Temporal: `dev` is `temporal server start-dev` (one process, one history
+    # shard, SQLite); `server` is the real server (go.temporal.io/server) on the
+    # stack's PostgreSQL, built once with `go install` (pipeline/stack/temporal_server.py).
+    temporal: Literal["dev", "server"] = "dev"
+    # 1.31.2: the newest 1.31.x whose go.mod the machine's Go (1.26.8) builds.
+    temporal_server_version: str = Field("1.31.2", pattern=r"^\d+\.\d+\.\d+$")
+    # Outside the checkout, so every clone and CI run on a machine shares one build.
+    temporal_server_cache: Path = Path("~/.cache/ingest/temporal-server")
+    temporal_shards: int = Field(4, ge=1, le=1024)
+    # `single`: every service in one process; `split`: frontend, matching, worker and
+    # `temporal_history_hosts` history processes, so shards move when one dies.
+    temporal_shape: Literal["single", "split"] = "single"
+    temporal_history_hosts: int = Field(2, ge=1, le=4)
     pg_port: int = Field(55432, ge=1, le=65535)
