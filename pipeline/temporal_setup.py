@@ -21,7 +21,6 @@ import asyncio
 from datetime import timedelta
 
 from google.protobuf.duration_pb2 import Duration
-
 from temporalio.api.enums.v1 import IndexedValueType
 from temporalio.api.operatorservice.v1 import (
     AddSearchAttributesRequest,

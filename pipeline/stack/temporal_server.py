@@ -37,9 +37,9 @@ from pipeline.stack.postgres import Postgres
 from pipeline.stack.procs import Proc, StackError, port_open, port_owner, wait_for
 from pipeline.stack.service import Service
 from pipeline.stack.settings import HOST, StackSettings
+from pipeline.stack.templates import template
 from pipeline.stack.temporal import _temporal_handshake
 from pipeline.stack.temporal_build import ServerBinaries, ensure_binaries
-from pipeline.stack.templates import template
 
 DATABASES = {
     "temporal": "postgresql/v12/temporal",
@@ -208,7 +208,8 @@ class TemporalServer(Service):
         if others:
             raise StackError(
                 f"the real server runs in another shape ({', '.join(sorted(others))}); "
-                f"INGEST_STACK_TEMPORAL_SHAPE={self.cfg.temporal_shape}: run `ingest stack down` first"
+                f"INGEST_STACK_TEMPORAL_SHAPE={self.cfg.temporal_shape}: "
+                "run `ingest stack down` first"
             )
         if self.answering() and not running:
             raise StackError(
