@@ -36,6 +36,9 @@ class StackSettings(BaseSettings):
     # Outside the checkout, so every clone and CI run on a machine shares one build.
     temporal_server_cache: Path = Path("~/.cache/ingest/temporal-server")
     temporal_shards: int = Field(4, ge=1, le=1024)
+    # Its two databases on the stack's PostgreSQL: `{name}` and `{name}_visibility`
+    # (tests and benchmarks give a private server databases of its own).
+    temporal_database: str = Field("temporal", pattern=r"^[a-z_][a-z0-9_]{0,40}$")
     # `single`: every service in one process; `split`: frontend, matching, worker and
     # `temporal_history_hosts` history processes, so shards move when one dies.
     temporal_shape: Literal["single", "split"] = "single"

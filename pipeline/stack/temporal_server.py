@@ -41,10 +41,13 @@ from pipeline.stack.templates import template
 from pipeline.stack.temporal import _temporal_handshake
 from pipeline.stack.temporal_build import ServerBinaries, ensure_binaries
 
-DATABASES = {
-    "temporal": "postgresql/v12/temporal",
-    "temporal_visibility": "postgresql/v12/visibility",
-}
+SCHEMAS = ("postgresql/v12/temporal", "postgresql/v12/visibility")  # embedded in the sql tool
+
+
+def databases(cfg: StackSettings) -> dict[str, str]:
+    """``{database: embedded schema}``: the default store's, then visibility's."""
+    name = cfg.temporal_database
+    return {name: SCHEMAS[0], f"{name}_visibility": SCHEMAS[1]}
 NAMESPACE = "default"
 # The dev server's retention for `default`, which docs/router.md's ledger reasoning assumes.
 RETENTION = timedelta(hours=24)
@@ -63,6 +66,14 @@ class ServerProc:
 
 def _history_port(base: int, index: int) -> int:
     return base + 1 if index == 0 else base + 2 + index
+
+
+def port_offsets(cfg: StackSettings) -> list[int]:
+    """Every port the configured shape listens on, as offsets of ``temporal_port``."""
+    p = cfg.temporal_port
+    grpc = [p, p + 2, p + 6] + [_history_port(p, i) for i in range(cfg.temporal_history_hosts)]
+    ports = grpc + [g - 300 for g in grpc] + [p + 10] + [sp.metrics_port for sp in plan(cfg)]
+    return sorted(port - p for port in ports)
 
 
 def grpc_port(cfg: StackSettings, proc: ServerProc) -> int:
@@ -128,8 +139,8 @@ def server_config(cfg: StackSettings, proc: ServerProc, pg_url: str, dynamic: Pa
             "datastores": {
                 # The split shape holds about 90 connections in all; the stack's
                 # PostgreSQL allows 300 (pipeline/stack/postgres.py).
-                "postgres-default": store("temporal", 16),
-                "postgres-visibility": store("temporal_visibility", 4),
+                "postgres-default": store(cfg.temporal_database, 16),
+                "postgres-visibility": store(f"{cfg.temporal_database}_visibility", 4),
             },
         },
         "global": {
@@ -195,10 +206,17 @@ class TemporalServer(Service):
         )
 
     def ensure(self) -> str:
+        highest = self.cfg.temporal_port + max(port_offsets(self.cfg)) - 2000  # gRPC/HTTP
+        if highest - 300 > 32767 or self.cfg.temporal_port - 300 < 1:
+            raise StackError(
+                f"INGEST_STACK_TEMPORAL_PORT={self.cfg.temporal_port}: the real server keeps "
+                "each membership port (its gRPC port - 300) in a PostgreSQL smallint, so "
+                "ports must lie between 301 and 33000"
+            )
         bins = self.binaries()
         pg_url = Postgres(self.cfg).url
         self._check_shards()
-        setup_schemas(bins, pg_url)
+        setup_schemas(bins, pg_url, databases(self.cfg))
         dynamic = self.home / "dynamicconfig.yaml"
         self.home.mkdir(parents=True, exist_ok=True)
         dynamic.write_text(template("temporal-dynamic-config.yaml"))
@@ -245,13 +263,13 @@ class TemporalServer(Service):
 
     def _check_shards(self) -> None:
         """The shard count is fixed when the database is first set up; say so, not fail later."""
-        marker = self.home / "shards"
+        marker = self.home / f"{self.cfg.temporal_database}.shards"
         if marker.exists() and int(marker.read_text()) != self.cfg.temporal_shards:
             raise StackError(
                 f"INGEST_STACK_TEMPORAL_SHARDS={self.cfg.temporal_shards}, but the stack's "
                 f"Temporal databases were set up with {marker.read_text().strip()} shards; a "
-                "shard count cannot change: drop the databases temporal and "
-                "temporal_visibility (or use another INGEST_STACK_DIR) to change it"
+                "shard count cannot change: set INGEST_STACK_TEMPORAL_DATABASE to another "
+                "name (new databases), or drop the old ones"
             )
         self.home.mkdir(parents=True, exist_ok=True)
         marker.write_text(str(self.cfg.temporal_shards))
@@ -285,9 +303,9 @@ def _sql(bins: ServerBinaries, pg_url: str, db: str, *args: str) -> None:
         raise StackError(f"temporal-sql-tool {' '.join(args)} on {db} failed: {last[0]}")
 
 
-def setup_schemas(bins: ServerBinaries, pg_url: str) -> None:
-    """Create both databases and bring their schemas up to date; a no-op when current."""
-    for db, schema in DATABASES.items():
+def setup_schemas(bins: ServerBinaries, pg_url: str, dbs: dict[str, str]) -> None:
+    """Create the databases and bring their schemas up to date; a no-op when current."""
+    for db, schema in dbs.items():
         if not _database_exists(pg_url, db):
             _sql(bins, pg_url, db, "create-database")
             _sql(bins, pg_url, db, "setup-schema", "-v", "0.0")

@@ -24,3 +24,26 @@ def free_ports(n: int) -> list[int]:
 def free_port() -> int:
     """A port nothing listens on right now (the OS picks it)."""
     return free_ports(1)[0]
+
+
+def free_port_base(offsets: list[int], lo: int = 20000, hi: int = 32000, tries: int = 200) -> int:
+    """A base port ``P`` such that every ``P + offset`` is free right now.
+
+    For a server whose ports are fixed offsets of one setting (the real Temporal
+    server's: ``pipeline.stack.temporal_server``). All of them are held bound while
+    checked, as in :func:`free_ports`.
+    """
+    import random
+
+    rng = random.Random()
+    for _ in range(tries):
+        base = rng.randrange(lo, hi)
+        with contextlib.ExitStack() as stack:
+            try:
+                for off in offsets:
+                    s = stack.enter_context(socket.socket())
+                    s.bind(("127.0.0.1", base + off))
+            except OSError:
+                continue
+            return base
+    raise RuntimeError(f"no free run of ports {offsets} in {lo}-{hi} after {tries} tries")

@@ -1,0 +1,50 @@
+"""A private real Temporal server (``pipeline.stack.temporal_server``) for one test.
+
+It runs on free ports, with databases of its own (``t_<hex>`` and
+``t_<hex>_visibility``) on the stack's PostgreSQL or on a private one, so a test may
+kill its processes or stop its PostgreSQL without touching the shared stack. The
+binaries are the stack's cached build (built on first use).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from pathlib import Path
+
+import asyncpg
+
+from pipeline.stack.settings import StackSettings
+from pipeline.stack.temporal_server import TemporalServer, databases, port_offsets
+from tests.support.net import free_port_base
+
+
+def private_server(
+    home: Path, *, shape: str = "split", pg_port: int | None = None, shards: int = 4
+) -> TemporalServer:
+    """Not started yet: call ``ensure()`` (in a thread) and register :func:`discard`."""
+    kw: dict[str, object] = {
+        "dir": home,
+        "temporal": "server",
+        "temporal_shape": shape,
+        "temporal_shards": shards,
+        "temporal_database": f"t_{uuid.uuid4().hex[:10]}",
+        "temporal_ui": False,
+    }
+    if pg_port is not None:
+        kw["pg_port"] = pg_port
+    probe = StackSettings(**kw)  # type: ignore[arg-type]
+    # Below 32,000: the server keeps membership ports in a PostgreSQL smallint.
+    kw["temporal_port"] = free_port_base(port_offsets(probe), lo=20000, hi=32000)
+    return TemporalServer(StackSettings(**kw))  # type: ignore[arg-type]
+
+
+async def discard(server: TemporalServer, pg_url: str) -> None:
+    """Stop every process of ``server`` and drop its databases."""
+    await asyncio.to_thread(server.stop)
+    conn = await asyncpg.connect(pg_url)
+    try:
+        for db in databases(server.cfg):
+            await conn.execute(f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)')
+    finally:
+        await conn.close()
