@@ -1,10 +1,15 @@
 """The event envelope, and the parser for the three accepted input forms.
 
 1. Our JSON envelope: ``{"event_id"?, "type", "source"?, "time"?, "subject"?, "data"?}``.
-2. CloudEvents structured JSON: ``{"specversion": "1.0", "id", "type", "source", ...}``
-   (``id`` becomes ``event_id``; extension attributes are kept in ``extensions``).
+2. CloudEvents structured JSON: ``{"specversion": "1.0", "id", "type", "source", ...}``.
 3. CloudEvents Kafka binary mode: ``ce_specversion``, ``ce_id``, ``ce_type``, ...
    headers, with the message body as ``data`` (JSON when it parses, else a string).
+
+A CloudEvent (2 or 3) is identified by ``source`` + ``id``, not by ``id`` alone: its
+``event_id`` is :func:`schemas.ids.cloudevent_event_id` of the two, the same in both
+modes. Its ``id`` itself is kept in ``extensions["id"]``, next to the other attributes
+the envelope has no field for (``specversion``, extension attributes); no extension
+attribute can be named ``id``, a core attribute's name.
 
 Every rejection raises :class:`EnvelopeError` with a short machine-readable
 ``reason`` (the DLQ header value) and a human ``detail``.
@@ -16,6 +21,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
+
+from schemas.ids import cloudevent_event_id
 
 MAX_EVENT_BYTES = 1_000_000  # default size limit; ingress makes it configurable
 SUPPORTED_SPECVERSIONS = frozenset({"1.0"})
@@ -293,11 +300,12 @@ def _parse_structured(doc: dict[str, Any], hdrs: tuple[tuple[str, bytes], ...]) 
         data = {"data_base64": doc["data_base64"]}
     ext = {k: v for k, v in doc.items() if k not in _CE_CORE}
     ext["specversion"] = doc["specversion"]
+    ext["id"] = doc["id"]
     if "datacontenttype" in doc:
         ext["datacontenttype"] = doc["datacontenttype"]
     return Envelope(
         type=doc["type"],
-        event_id=doc["id"],
+        event_id=cloudevent_event_id(doc["source"], doc["id"]),
         source=doc["source"],
         time=_opt_str(doc, "time"),
         subject=_opt_str(doc, "subject"),
@@ -331,9 +339,10 @@ def _parse_binary(
     core = {"specversion", "id", "source", "type", "time", "subject"}
     ext = {k: v for k, v in attrs.items() if k not in core}
     ext["specversion"] = attrs["specversion"]
+    ext["id"] = attrs["id"]
     return Envelope(
         type=attrs["type"],
-        event_id=attrs["id"],
+        event_id=cloudevent_event_id(attrs["source"], attrs["id"]),
         source=attrs["source"],
         time=attrs.get("time"),
         subject=attrs.get("subject"),
