@@ -23,6 +23,7 @@ from schemas.envelope import (
     encode,
     parse,
     plain_event_id,
+    too_large,
     with_event_id_json,
 )
 
@@ -151,6 +152,8 @@ def transform_all(
                     event_id = strategy.derive(msg)
                 label, label_bytes = stamped_label, stamped_label_bytes
                 value = with_event_id_json(value, event_id)
+                if len(value) > max_bytes:  # the router's limit applies to what leaves
+                    raise too_large(len(value), max_bytes, "stamped")
             else:
                 label, label_bytes = EXISTING, existing_label_bytes
             headers = [(k, v) for k, v in hdrs if k not in _OURS] if hdrs else []
@@ -178,6 +181,8 @@ def _full(msg: ConsumerRecord, strategy: Strategy, events_topic: str, max_bytes:
     env = parse(msg.value, msg.headers, max_bytes=max_bytes, check_serialisable=False)
     env, label = stamp(env, msg, strategy)
     value = encode(env)
+    if len(value) > max_bytes:  # stamping and re-serialising can grow it past the router's limit
+        raise too_large(len(value), max_bytes, "stamped")
     assert env.event_id is not None
     headers = [(k, v) for k, v in env.headers if k not in _OURS] if env.headers else []
     headers.append((H_STAMP, _label_bytes(label)))

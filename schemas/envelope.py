@@ -24,7 +24,12 @@ import orjson
 
 from schemas.ids import cloudevent_event_id
 
-MAX_EVENT_BYTES = 1_000_000  # default size limit; ingress makes it configurable
+# The size limit of one event, in bytes of the Kafka record value, the default of
+# INGEST_MAX_EVENT_BYTES. One limit for both sides of the events topic: ingress refuses
+# a raw message above it (before parsing) and an event that stamping made larger than
+# it; the router refuses an event above it. So an event ingress forwarded is never too
+# large for the router (stamping adds an event_id, or re-serialises, and can grow it).
+MAX_EVENT_BYTES = 1_000_000
 SUPPORTED_SPECVERSIONS = frozenset({"1.0"})
 
 # DLQ reasons (stable strings: dashboards and alerts group by them)
@@ -219,11 +224,18 @@ def encode(env: Envelope) -> bytes:
         raise EnvelopeError(R_BAD_FIELD, f"cannot re-serialise event: {exc}") from None
 
 
+def too_large(size: int, max_bytes: int, what: str = "") -> EnvelopeError:
+    """The ``too_large`` rejection of a value of ``size`` bytes (``what``: e.g. "stamped")."""
+    return EnvelopeError(
+        R_TOO_LARGE, f"{what + ' ' if what else ''}{size} bytes exceeds the {max_bytes}-byte limit"
+    )
+
+
 def _parse(value: bytes | None, headers: Any, max_bytes: int) -> Envelope:
     hdrs = decode_headers(headers)
     body = value or b""
     if len(body) > max_bytes:
-        raise EnvelopeError(R_TOO_LARGE, f"{len(body)} bytes exceeds the {max_bytes}-byte limit")
+        raise too_large(len(body), max_bytes)
     if hdrs:
         ce = {n[3:]: v for n, v in hdrs if n.startswith("ce_")}
         if "specversion" in ce:
