@@ -8,6 +8,7 @@ which it inserts after ``trigger``) left out because it is not in the file.
 from __future__ import annotations
 
 import json
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
@@ -66,3 +67,21 @@ def load(path: Path) -> ActivityFile:
     except OSError as exc:
         raise FileError([f"(file): {exc}"]) from None
     return parse(text, path.suffix.lower())
+
+
+def check_task_types(parsed: ActivityFile, known: Collection[str]) -> None:
+    """Raise :class:`FileError` naming each task whose type no handler serves.
+
+    ``known``: the task types the workers run; the caller (the command) knows them,
+    so this module stays free of the worker's handler registry.
+    """
+    names = ", ".join(sorted(known))
+    problems = [
+        f"activities[{i}].tasks[{j}].type: no handler serves task type {task.type!r}"
+        f" (known: {names})"
+        for i, act in enumerate(parsed.activities)
+        for j, task in enumerate(act.tasks)
+        if task.type not in known
+    ]
+    if problems:
+        raise FileError(problems)

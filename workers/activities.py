@@ -19,7 +19,7 @@ from typing import Any, NoReturn, TypeVar
 import asyncpg
 from pydantic import ValidationError
 from temporalio import activity
-from temporalio.exceptions import ApplicationError
+from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 
 from pipeline.metrics import DUPLICATES_SUPPRESSED, RUNS_LOGGED, TASK_INSTANCES
 from schemas.definitions import TaskDef
@@ -195,10 +195,19 @@ class RunActivities:
         """
         handler = self._registry.get(inp.spec.task_type)
         if handler is None:
-            _permanent(
+            # A definition `activities apply` would refuse (stored before it checked, or
+            # written straight into the table): one line, and the task fails. BENIGN keeps
+            # the SDK from logging the same failure again with a traceback.
+            message = (
                 f"no handler for task type {inp.spec.task_type!r} "
-                f"(registered: {', '.join(self._registry.names())})",
-                "UnknownTaskType",
+                f"(registered: {', '.join(self._registry.names())})"
+            )
+            log.error("task %s fails: %s", inp.task_id, message)
+            raise ApplicationError(
+                message,
+                type="UnknownTaskType",
+                non_retryable=True,
+                category=ApplicationErrorCategory.BENIGN,
             )
         info = activity.info()
         await self._note_attempt(inp.task_id, info.attempt)
