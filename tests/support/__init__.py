@@ -8,6 +8,7 @@
 * :mod:`tests.support.wait`: wait for a condition, or for a bounded quiet period;
 * :mod:`tests.support.net`: free ports;
 * :mod:`tests.support.routing`: run the live Router in-process until it has committed.
+* :mod:`tests.support.inprocess`: ingress, router and worker in-process, for end-to-end tests.
 
 Fixtures stay in ``conftest.py`` files; helpers live here and nothing imports from a conftest.
 """

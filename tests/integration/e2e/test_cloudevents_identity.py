@@ -15,7 +15,7 @@ from cloudevents.http import CloudEvent
 from cloudevents.kafka import KafkaMessage, to_binary, to_structured
 
 from schemas import ids
-from tests.support import db, kafka, metrics, pipeline, wait
+from tests.support import db, inprocess, kafka, metrics, wait
 
 
 def _record(message: KafkaMessage) -> tuple[bytes | None, bytes, list[tuple[str, bytes]]]:
@@ -42,7 +42,7 @@ async def test_cloudevents_are_one_run_per_source_and_id(cfg, topics, temporal, 
         )
         return sorted((r["workflow_id"], r["status"]) for r in rows)
 
-    async with pipeline.running(cfg, temporal, db_pool, tag) as groups:
+    async with inprocess.pipeline(cfg, temporal, db_pool, tag) as groups:
         # First delivery: producer A in binary mode, producer B in structured mode.
         await kafka.produce(
             bootstrap, topics.raw, [_record(to_binary(a)), _record(to_structured(b))]

@@ -13,7 +13,7 @@ import uuid
 import orjson
 
 from schemas import ids
-from tests.support import db, kafka, metrics, pipeline, wait
+from tests.support import db, inprocess, kafka, metrics, wait
 
 
 async def test_event_path_end_to_end(cfg, topics, temporal, db_pool):
@@ -67,7 +67,7 @@ async def test_event_path_end_to_end(cfg, topics, temporal, db_pool):
     expected = {ids.event_workflow_id(a, e) for a in (a_emit, a_noop) for e in event_ids}
     dups_before = metrics.router_duplicates(missing_ok=True)
 
-    async with pipeline.running(cfg, temporal, db_pool, tag):
+    async with inprocess.pipeline(cfg, temporal, db_pool, tag):
 
         async def all_runs_finished() -> bool:
             n = await db_pool.fetchval(

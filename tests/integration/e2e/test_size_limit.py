@@ -12,7 +12,7 @@ import uuid
 import orjson
 
 from schemas.envelope import MAX_EVENT_BYTES
-from tests.support import db, kafka, pipeline, wait
+from tests.support import db, inprocess, kafka, wait
 
 # What stamping adds to a body without an id: "event_id":"<36-character UUID>",
 STAMP = len(b'"event_id":""') + 36 + len(b",")
@@ -45,7 +45,7 @@ async def test_no_event_ingress_accepts_is_too_large_for_the_router(cfg, topics,
         )
         return sorted(r["status"] for r in rows)
 
-    async with pipeline.running(cfg, temporal, db_pool, tag) as groups:
+    async with inprocess.pipeline(cfg, temporal, db_pool, tag) as groups:
 
         async def done() -> bool:
             return await runs() == ["succeeded", "succeeded"] and await kafka.caught_up(

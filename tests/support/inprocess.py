@@ -28,7 +28,7 @@ class Groups:
 
 
 @asynccontextmanager
-async def running(cfg: Any, temporal: Any, pool: asyncpg.Pool, tag: str) -> AsyncIterator[Groups]:
+async def pipeline(cfg: Any, temporal: Any, pool: asyncpg.Pool, tag: str) -> AsyncIterator[Groups]:
     """Ingress, router and worker until the block ends; then stopped as SIGTERM would,
     and ingress and worker must exit 0 (a clean drain)."""
     groups = Groups(ingress=f"ing-{tag}", router=f"rt-{tag}")
