@@ -1,6 +1,6 @@
 """Every Prometheus metric the pipeline exports, defined once.
 
-The README documents each one; deploy/ dashboards and alert rules use these
+docs/metrics.md documents each one; deploy/ dashboards and alert rules use these
 names, and a test checks that they are all exported.
 
 Every labelled series a process knows it may count starts at 0 when the process
