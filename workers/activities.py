@@ -48,6 +48,7 @@ from schemas.workflow_io import (
     TaskStateResult,
 )
 from workers import store
+from workers.fix_audit import FIX_ACTIONS
 from workers.handlers import PermanentTaskError, Registry, Resources, TaskContext
 from workers.permits.fencing import permit_for
 from workers.planning import PlanError, plan
@@ -59,12 +60,11 @@ TASK_TRANSITIONS = ("pending", "running", "pending_fix", "succeeded", "failed", 
 # Every status pipeline_task_instances_total counts: the transitions, and a task stored
 # as the duplicate of the one holding its idempotency key.
 TASK_STATUSES = (*TASK_TRANSITIONS, "duplicate")
-# The operator actions on a paused task (pipeline_task_fixes_total).
-FIX_ACTIONS = ("fix", "skip", "abort")
 
 
 def start_metrics_at_zero(task_types: Iterable[str]) -> None:
-    """Every series the runs part counts, at 0 from the start (see :mod:`pipeline.metrics`)."""
+    """Every series the runs part counts (its runs, tasks and fixes), at 0 from the start
+    (see :mod:`pipeline.metrics`)."""
     start_at_zero(RUNS_LOGGED, result=[RUN_INSERTED, RUN_EXISTING])
     start_at_zero(TASK_INSTANCES, task_type=task_types, status=TASK_STATUSES)
     start_at_zero(
