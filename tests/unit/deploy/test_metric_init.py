@@ -137,9 +137,8 @@ class Ref:
 
     def wants(self, component: str) -> bool:
         """False when the reference selects another process's ``component`` label."""
-        return self.matches({"component": component}) or not any(
-            n == "component" for n, _, _ in self.matchers
-        )
+        on_component = tuple(m for m in self.matchers if m[0] == "component")
+        return Ref(self.where, self.series, on_component).matches({"component": component})
 
 
 def references(text: str, where: str) -> Iterator[Ref]:
@@ -294,3 +293,5 @@ def test_the_check_reports_a_missing_series_and_a_missing_metric() -> None:
     assert problems("router", router.replace(" 0.0", " 1.0"), refs, used) != []
     assert problems("router", router, refs, used) == []
     assert problems("ingress", declared_only, refs, used) == []  # selects the router only
+    both = list(references('pipeline_dlq_messages_total{component="router",reason="x"}', "t"))
+    assert problems("router", router, both, used) != []  # router must answer: no reason="x"
