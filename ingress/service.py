@@ -28,6 +28,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListen
 from aiokafka.errors import CommitFailedError, IllegalStateError, KafkaError
 from aiokafka.structs import ConsumerRecord, TopicPartition
 
+from ingress import records, stamping
 from ingress.acks import BatchAcks
 from ingress.delivery import DrainTimeout, FatalProduceError, deliver
 from ingress.records import COMPONENT, Outgoing, transform_all
@@ -36,6 +37,7 @@ from ingress.stamping import Strategy
 from pipeline import kafka, metrics
 from pipeline.runtime import Shutdown, serve_http
 from pipeline.settings import Settings
+from schemas import envelope
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +53,22 @@ def raw_topics(settings: Settings) -> list[str]:
     if not topics:
         raise ValueError("KAFKA_RAW_TOPIC names no topic")
     return topics
+
+
+# Every reason ingress may dead-letter with: the envelope's, the stamping strategies',
+# and its own internal error.
+DLQ_REASONS = (
+    metrics.declared(envelope, "R_") | metrics.declared(stamping, "R_") | {records.R_INTERNAL}
+)
+
+
+def start_metrics_at_zero(settings: Settings, strategy: Strategy) -> None:
+    """Every series ingress counts, at 0 from the start (see :mod:`pipeline.metrics`)."""
+    metrics.start_at_zero(
+        metrics.EVENTS_CONSUMED, component=[COMPONENT], topic=raw_topics(settings)
+    )
+    metrics.start_at_zero(metrics.EVENTS_STAMPED, strategy=[strategy.label, stamping.EXISTING])
+    metrics.start_at_zero(metrics.DLQ_MESSAGES, component=[COMPONENT], reason=DLQ_REASONS)
 
 
 class _Rebalance(ConsumerRebalanceListener):  # type: ignore[misc]
@@ -348,6 +366,7 @@ async def run_ingress(
 
     cfg = config or load_ingress_settings()
     ingress = Ingress(settings, cfg, shutdown, strategy=strategy)
+    start_metrics_at_zero(settings, ingress.strategy)
     server = None
     if serve:
         server = await serve_http(

@@ -46,6 +46,8 @@ RETRIABLE = frozenset(
 
 STARTED = "started"
 DUPLICATE = "duplicate"
+# The DLQ reason of a start Temporal refused for good.
+R_START_REJECTED = "start_rejected"
 
 
 class StartRejected(Exception):
@@ -53,7 +55,7 @@ class StartRejected(Exception):
 
     def __init__(self, detail: str) -> None:
         super().__init__(detail)
-        self.reason = "start_rejected"
+        self.reason = R_START_REJECTED
         self.detail = detail
 
 
@@ -87,7 +89,7 @@ class Starter:
                 return STARTED
             except WorkflowAlreadyStartedError:
                 metrics.DUPLICATES_SUPPRESSED.labels(
-                    component=self.component, trigger=run.trigger_kind, layer="temporal"
+                    component=self.component, trigger=run.trigger_kind, layer=metrics.LAYER_TEMPORAL
                 ).inc()
                 log.debug("already started: %s", run.workflow_id)
                 return DUPLICATE

@@ -19,7 +19,7 @@ log = logging.getLogger("router")
 async def run_router(
     cfg: settings.Settings, rcfg: RouterSettings, shutdown: Shutdown | None = None
 ) -> int:
-    from router.service import Router
+    from router.service import Router, start_metrics_at_zero
 
     shutdown = shutdown or Shutdown()
     shutdown.install()
@@ -29,6 +29,7 @@ async def run_router(
         log.error("%s", exc)
         return 1
     router = Router(cfg, rcfg, client=client, pool=pool, shutdown=shutdown)
+    start_metrics_at_zero(cfg)
     server = await serve_http(
         cfg.process.metrics_host, cfg.process.metrics_port, ready=lambda: router.ready
     )

@@ -126,7 +126,9 @@ class Routing:
                     if run.workflow_id in seen:
                         self.stats.ledger_duplicates += 1
                         metrics.DUPLICATES_SUPPRESSED.labels(
-                            component=self.component, trigger=run.trigger_kind, layer="ledger"
+                            component=self.component,
+                            trigger=run.trigger_kind,
+                            layer=metrics.LAYER_LEDGER,
                         ).inc()
                     else:
                         todo.append(run)

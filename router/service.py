@@ -24,11 +24,36 @@ from pipeline import kafka, metrics
 from pipeline.offsets import OffsetTracker
 from pipeline.runtime import Shutdown
 from pipeline.settings import Settings
+from pipeline.starter import R_START_REJECTED, RETRIABLE
 from router.catalog import ActivityCatalog
 from router.routing import Routing, build_routing
 from router.settings import RouterSettings
+from schemas import envelope
+from schemas.workflow_io import TRIGGER_EVENT
 
 log = logging.getLogger(__name__)
+
+
+# Every reason the router may dead-letter with: the envelope's, and a refused start.
+DLQ_REASONS = metrics.declared(envelope, "R_") | {R_START_REJECTED}
+
+
+def start_metrics_at_zero(settings: Settings, component: str = "router") -> None:
+    """Every series the router counts, at 0 from the start (see :mod:`pipeline.metrics`)."""
+    metrics.start_at_zero(
+        metrics.EVENTS_CONSUMED, component=[component], topic=[settings.kafka.events_topic]
+    )
+    metrics.start_at_zero(metrics.WORKFLOWS_STARTED, trigger=[TRIGGER_EVENT])
+    metrics.start_at_zero(
+        metrics.DUPLICATES_SUPPRESSED,
+        component=[component],
+        trigger=[TRIGGER_EVENT],
+        layer=[metrics.LAYER_LEDGER, metrics.LAYER_TEMPORAL],
+    )
+    metrics.start_at_zero(metrics.DLQ_MESSAGES, component=[component], reason=DLQ_REASONS)
+    metrics.start_at_zero(
+        metrics.START_ERRORS, component=[component], error=[s.name for s in RETRIABLE]
+    )
 
 
 class Router:

@@ -226,7 +226,7 @@ class CronActivities:
             # Temporal forgets closed ids after the namespace retention (24 h on
             # the dev server); activity_runs does not, so an old backfill stays a no-op.
             metrics.DUPLICATES_SUPPRESSED.labels(
-                component="scheduler", trigger=TRIGGER_CRON, layer="ledger"
+                component="scheduler", trigger=TRIGGER_CRON, layer=metrics.LAYER_LEDGER
             ).inc()
             log.info("cron run %s already logged: not starting it again", wid)
             return DUPLICATE, wid, run

@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 import logging
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from datetime import datetime
 from typing import Any, NoReturn, TypeVar
 
@@ -21,7 +21,16 @@ from pydantic import ValidationError
 from temporalio import activity
 from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 
-from pipeline.metrics import DUPLICATES_SUPPRESSED, RUNS_LOGGED, TASK_INSTANCES
+from pipeline.metrics import (
+    DUPLICATES_SUPPRESSED,
+    LAYER_IDEMPOTENCY_KEY,
+    RUN_EXISTING,
+    RUN_INSERTED,
+    RUNS_LOGGED,
+    TASK_FIXES,
+    TASK_INSTANCES,
+    start_at_zero,
+)
 from schemas.definitions import TaskDef
 from schemas.ids import run_id_for
 from schemas.workflow_io import (
@@ -39,6 +48,7 @@ from schemas.workflow_io import (
     TaskStateResult,
 )
 from workers import store
+from workers.fix_audit import FIX_ACTIONS
 from workers.handlers import PermanentTaskError, Registry, Resources, TaskContext
 from workers.permits.fencing import permit_for
 from workers.planning import PlanError, plan
@@ -47,6 +57,23 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 RUN_STATUSES = ("succeeded", "failed")
 TASK_TRANSITIONS = ("pending", "running", "pending_fix", "succeeded", "failed", "skipped")
+# Every status pipeline_task_instances_total counts: the transitions, and a task stored
+# as the duplicate of the one holding its idempotency key.
+TASK_STATUSES = (*TASK_TRANSITIONS, "duplicate")
+
+
+def start_metrics_at_zero(task_types: Iterable[str]) -> None:
+    """Every series the runs part counts (its runs, tasks and fixes), at 0 from the start
+    (see :mod:`pipeline.metrics`)."""
+    start_at_zero(RUNS_LOGGED, result=[RUN_INSERTED, RUN_EXISTING])
+    start_at_zero(TASK_INSTANCES, task_type=task_types, status=TASK_STATUSES)
+    start_at_zero(
+        DUPLICATES_SUPPRESSED,
+        component=["worker"],
+        trigger=[TRIGGER_EVENT, TRIGGER_CRON],
+        layer=[LAYER_IDEMPOTENCY_KEY],
+    )
+    start_at_zero(TASK_FIXES, action=FIX_ACTIONS)
 
 
 def _permanent(message: str, kind: str = "InvalidInput") -> NoReturn:
@@ -135,7 +162,7 @@ class RunActivities:
         """Record the run once: a retry or replay finds the row and says 'existing'."""
         _check_run(inp.run)
         inserted = await store.insert_run(self._pool, inp.run)
-        RUNS_LOGGED.labels(result="inserted" if inserted else "existing").inc()
+        RUNS_LOGGED.labels(result=RUN_INSERTED if inserted else RUN_EXISTING).inc()
         return LogRunResult(inserted=inserted)
 
     @activity.defn(name="plan_tasks")
@@ -159,7 +186,7 @@ class RunActivities:
         """
         _check_run(inp.run)
         inserted, raw = await store.insert_run_and_tasks(self._pool, inp.run)
-        RUNS_LOGGED.labels(result="inserted" if inserted else "existing").inc()
+        RUNS_LOGGED.labels(result=RUN_INSERTED if inserted else RUN_EXISTING).inc()
         return _plan(inp.run, raw, self._short)
 
     @activity.defn(name="set_task_state")
@@ -182,7 +209,7 @@ class RunActivities:
             # Content dedupe: shown next to the router's ledger/temporal layers.
             trigger = (inp.spec.payload.get("trigger") or {}).get("trigger_kind") or "unknown"
             DUPLICATES_SUPPRESSED.labels(
-                component="worker", trigger=trigger, layer="idempotency_key"
+                component="worker", trigger=trigger, layer=LAYER_IDEMPOTENCY_KEY
             ).inc()
             log.info("task %s is a duplicate of %s", inp.task_id, row.duplicate_of)
         return TaskStateResult(claimed=row.status != "duplicate", status=row.status)

@@ -55,11 +55,12 @@ CORE_WORKFLOW_MODULES = ("workers.run_workflow", "workers.task_workflow")
 
 def core_part(deps: PartDeps) -> WorkerPart:
     """RunActivityWorkflow, its TaskInstanceWorkflow children and their activities."""
-    from workers.activities import RunActivities
+    from workers.activities import RunActivities, start_metrics_at_zero
     from workers.fix_audit import FixActivities
     from workers.run_workflow import RunActivityWorkflow
     from workers.task_workflow import TaskInstanceWorkflow
 
+    start_metrics_at_zero(deps.registry.names())
     acts = RunActivities(deps.pool, deps.registry, deps.resources)
     fixes = FixActivities(deps.pool)  # TaskInstanceWorkflow's pause-and-fix audit
     return WorkerPart(

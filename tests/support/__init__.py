@@ -7,8 +7,10 @@
   failing on a metric that does not exist;
 * :mod:`tests.support.wait`: wait for a condition, or for a bounded quiet period;
 * :mod:`tests.support.net`: free ports;
-* :mod:`tests.support.routing`: run the live Router in-process until it has committed.
-* :mod:`tests.support.inprocess`: ingress, router and worker in-process, for end-to-end tests.
+* :mod:`tests.support.routing`: run the live Router in-process until it has committed;
+* :mod:`tests.support.inprocess`: ingress, router and worker in-process, for end-to-end tests;
+* :mod:`tests.support.prometheus`: a private Prometheus server scraping the processes a
+  test started, with the project's alert rules.
 
 Fixtures stay in ``conftest.py`` files; helpers live here and nothing imports from a conftest.
 """

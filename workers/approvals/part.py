@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from workers.approvals.activities import ApprovalActivities
+from workers.approvals.activities import ApprovalActivities, start_metrics_at_zero
 from workers.parts import PartDeps, WorkerPart
 
 log = logging.getLogger(__name__)
@@ -21,6 +21,7 @@ GAUGE_REFRESH_SECONDS = 15.0
 
 
 def approval_part(deps: PartDeps) -> WorkerPart:
+    start_metrics_at_zero()
     acts = ApprovalActivities(deps.pool, deps.resources)
 
     async def refresh() -> None:
