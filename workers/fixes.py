@@ -44,6 +44,7 @@ with workflow.unsafe.imports_passed_through():
     from temporalio.exceptions import ActivityError, ApplicationError
 
     from schemas import search_attributes as sa
+    from schemas.status import TaskStatus
     from schemas.workflow_io import (
         FixEntry,
         FixRequest,
@@ -115,26 +116,26 @@ class PausableTask:
                     raise
                 decision = await self._pause(inp, describe(exc))
             if decision.action == "skip":
-                await self._state(inp, "skipped", decision.error)
-                return await self._resolved("skipped")
+                await self._state(inp, TaskStatus.SKIPPED, decision.error)
+                return await self._resolved(TaskStatus.SKIPPED)
             if decision.action == "abort":
                 self._fix_status = "aborted"
                 await self._resolved("aborted")
                 raise TaskAborted(f"aborted by {decision.actor}: {decision.error}")
             self._fix_status = "retrying"
             current = replace(inp, spec=replace(inp.spec, payload=self._payload))
-            await self._state(inp, "running")
+            await self._state(inp, TaskStatus.RUNNING)
             workflow.upsert_search_attributes([sa.STATUS.value_set(sa.RETRYING)])
         if self._fixes:
             workflow.upsert_search_attributes([sa.STATUS.value_set(sa.RESOLVED)])
-        return await self._resolved("succeeded")
+        return await self._resolved(TaskStatus.SUCCEEDED)
 
     def _carry(self, runs: int) -> TaskCarry:
         return TaskCarry(continued_runs=runs, fixes=list(self._fixes))
 
     async def _pause(self, inp: TaskInstanceInput, error: str) -> FixEntry:
         workflow.logger.warning("task %s paused pending a fix: %s", inp.task_id, error)
-        await self._state(inp, "pending_fix", error)
+        await self._state(inp, TaskStatus.PENDING_FIX, error)
         workflow.upsert_search_attributes(
             [
                 sa.STATUS.value_set(sa.PENDING_FIX),

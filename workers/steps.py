@@ -23,8 +23,6 @@ DB_RETRY = RetryPolicy(
     maximum_interval=timedelta(seconds=30),
 )  # fmt: skip
 DB_TIMEOUT = timedelta(seconds=30)
-# Task outcomes a run counts; the rest of its tasks are duplicates.
-FINISHED = ("succeeded", "failed", "skipped")
 
 
 async def db_step(method: Callable[[Any, Any], Awaitable[Any]], arg: Any) -> Any:
