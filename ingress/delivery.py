@@ -30,16 +30,19 @@ from aiokafka.errors import MessageSizeTooLargeError, RecordTooLargeError
 from ingress.records import Outgoing, to_dlq
 from pipeline.kafka import is_retriable, key_partition
 from schemas.envelope import R_TOO_LARGE
+from schemas.errors import IngestError
 
 log = logging.getLogger(__name__)
 
 
-class FatalProduceError(Exception):
+class FatalProduceError(IngestError):
     """A produce failure that retrying will not fix."""
 
 
-class DrainTimeout(Exception):
+class DrainTimeout(IngestError):
     """Shutdown was requested and the batch could not be delivered within the grace period."""
+
+    retriable = True  # the batch stays uncommitted: the next owner delivers it
 
 
 def is_too_large(exc: BaseException) -> bool:

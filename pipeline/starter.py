@@ -28,6 +28,7 @@ from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from pipeline import metrics
+from schemas.errors import IngestError
 from schemas.workflow_io import RUN_ACTIVITY_WORKFLOW, RunActivityInput
 
 log = logging.getLogger(__name__)
@@ -48,7 +49,7 @@ STARTED = "started"
 DUPLICATE = "duplicate"
 
 
-class StartRejected(Exception):
+class StartRejected(IngestError):
     """Temporal refused the start for good; the message goes to the DLQ."""
 
     def __init__(self, detail: str) -> None:
@@ -57,7 +58,7 @@ class StartRejected(Exception):
         self.detail = detail
 
 
-class ShutdownRequested(Exception):
+class ShutdownRequested(IngestError):
     """Stopped retrying because the process is shutting down; the offset stays uncommitted."""
 
 

@@ -23,6 +23,7 @@ from pipeline.settings import Settings
 from router.catalog import ActivityCatalog
 from router.routing import Routing, Stats, build_routing
 from router.settings import RouterSettings
+from schemas.errors import IngestError
 
 # A partition that yields nothing for this long while still short of its stop
 # offset (e.g. only aborted transactional records left) is given up on.
@@ -35,7 +36,7 @@ Ranges = dict[TopicPartition, tuple[int, int]]
 """Per partition ``(first offset, stop offset (exclusive))``."""
 
 
-class ReplayError(Exception):
+class ReplayError(IngestError):
     """The requested range cannot be replayed (unknown topic or partition)."""
 
 

@@ -17,6 +17,8 @@ from typing import Any
 
 import orjson
 
+from schemas.errors import IngestError
+
 MAX_EVENT_BYTES = 1_000_000  # default size limit; ingress makes it configurable
 SUPPORTED_SPECVERSIONS = frozenset({"1.0"})
 
@@ -49,7 +51,7 @@ _CE_CORE = {
 }
 
 
-class EnvelopeError(ValueError):
+class EnvelopeError(IngestError, ValueError):
     def __init__(self, reason: str, detail: str) -> None:
         super().__init__(f"{reason}: {detail}")
         self.reason = reason

@@ -56,17 +56,13 @@ with workflow.unsafe.imports_passed_through():
         TaskStateResult,
     )
     from workers.continuation import continue_task, suggested
+    from workers.errors import TaskAborted
     from workers.fix_audit import FixActivities
     from workers.merge_patch import PatchError, check_patch
 
 PAUSE = "pause"
 _AUDIT_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1),
                            maximum_interval=timedelta(seconds=30))  # fmt: skip
-
-
-class TaskAborted(ValueError):
-    """An operator aborted a paused task. A ValueError, so the workflow's usual
-    failure path (which records the error and fails the task) handles it."""
 
 
 def _refuse(message: str, kind: str) -> ApplicationError:

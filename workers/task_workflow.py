@@ -36,6 +36,7 @@ with workflow.unsafe.imports_passed_through():
     from workers.activities import RunActivities
     from workers.approvals import rules as approval_rules
     from workers.approvals.flow import ApprovalFlow
+    from workers.errors import TaskConfigError, TaskFailed
     from workers.fixes import PausableTask
     from workers.options import handler_options
     from workers.permits.scope import hold_permit
@@ -63,13 +64,15 @@ class TaskInstanceWorkflow(PausableTask):
                 return TaskInstanceResult(inp.task_id, claim.status)
         try:
             if self._approval is not None:
-                await self._approval.run()  # raises ApprovalRejected (a ValueError)
+                await self._approval.run()  # raises ApprovalRejected (a TaskFailed)
                 status: str = TaskStatus.SUCCEEDED
             else:
                 # on_failure=pause: a permanent failure waits for a fix (workers.fixes); the
                 # permit is held per attempt, so a paused task holds none while it waits.
                 status = await self._recoverable(inp, self._attempt, describe)
-        except (ActivityError, ValueError) as exc:
+        # A failed handler, or an outcome decided here; anything else is a bug and fails
+        # the workflow task (a fixed worker then replays it), not the task.
+        except (ActivityError, TaskFailed, TaskConfigError) as exc:
             error = describe(exc)
             await self._state(inp, TaskStatus.FAILED, error)
             return TaskInstanceResult(inp.task_id, TaskStatus.FAILED, error)
@@ -93,7 +96,7 @@ class TaskInstanceWorkflow(PausableTask):
         is raised as the same ActivityError a regular activity's is (``workers.steps``).
 
         Raises ActivityError when the handler fails for good (non-retryable, or
-        retries exhausted) and ValueError for a bad handler config.
+        retries exhausted) and TaskConfigError for a bad handler config.
         """
         opts = handler_options(inp.spec.config)
         local = inp.spec.local

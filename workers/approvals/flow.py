@@ -62,6 +62,7 @@ with workflow.unsafe.imports_passed_through():
     from workers.approvals.activities import ApprovalActivities
     from workers.approvals.config import ApprovalConfig, approval_config
     from workers.continuation import continue_task, continued_runs, suggested
+    from workers.errors import ApprovalRejected
 
 # Notices retry until sent (Kafka down delays them) or no longer wanted (cancelled).
 _NOTICE_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), backoff_coefficient=2.0,
@@ -70,10 +71,6 @@ _NOTICE_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), backoff_coeff
 _NOTICE_TIMEOUT = timedelta(seconds=10)
 _DB_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), backoff_coefficient=2.0,
                         maximum_interval=timedelta(seconds=30))  # fmt: skip
-
-
-class ApprovalRejected(ValueError):
-    """The approval was not given (rejected, auto-rejected, expired): the task fails."""
 
 
 def _iso(value: datetime | None) -> str | None:
@@ -164,7 +161,7 @@ class ApprovalFlow:
     async def run(self) -> None:
         """Return once approved; raise :class:`ApprovalRejected` otherwise.
 
-        A bad config raises ValueError naming the field (the task fails).
+        A bad config raises TaskConfigError naming the field (the task fails).
         """
         cfg = self._config()
         if self._status == PENDING:
@@ -274,7 +271,7 @@ class ApprovalFlow:
     # --- helpers ---------------------------------------------------------------------
 
     def _config(self) -> ApprovalConfig:
-        """The parsed config (ValueError names a bad field; then the task fails)."""
+        """The parsed config (TaskConfigError names a bad field; then the task fails)."""
         if self._cfg is None:
             self._cfg = approval_config(self._inp.spec.config)
         return self._cfg

@@ -27,6 +27,7 @@ with workflow.unsafe.imports_passed_through():
         PermitRequest,
         PermitRoundInput,
     )
+    from workers.errors import PermitUnavailable
     from workers.permits.activities import PermitActivities
     from workers.permits.semaphore import Semaphore
 
@@ -46,8 +47,8 @@ async def hold_permit(
 ) -> AsyncIterator[PermitGrant | None]:
     """Yield None without a request; otherwise hold a permit for the body.
 
-    Raises ValueError when the resource is not declared (a definition problem,
-    failed like a bad handler config).
+    Raises :class:`PermitUnavailable` when the resource is not declared (a definition
+    problem: the task fails, like a bad handler config).
     """
     if request is None:
         yield None
@@ -60,7 +61,7 @@ async def hold_permit(
             )
         except (ActivityError, ApplicationError) as exc:
             cause = exc.cause if isinstance(exc, ActivityError) and exc.cause else exc
-            raise ValueError(str(cause)) from exc
+            raise PermitUnavailable(str(cause)) from exc
         return found
 
     lease = timedelta(seconds=request.lease_seconds) if request.lease_seconds else None
