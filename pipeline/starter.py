@@ -28,6 +28,7 @@ from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from pipeline import metrics
+from pipeline.retry import BACKOFF_INITIAL, BACKOFF_MAX, backoff
 from schemas.errors import IngestError
 from schemas.workflow_io import RUN_ACTIVITY_WORKFLOW, RunActivityInput
 
@@ -68,13 +69,13 @@ class Starter:
     task_queue: str
     _: KW_ONLY
     component: str = "router"
-    backoff_initial: float = 0.2
-    backoff_max: float = 10.0
+    backoff_initial: float = BACKOFF_INITIAL
+    backoff_max: float = BACKOFF_MAX
     stopping: Callable[[], bool] = lambda: False
     retry_outages: bool = True
 
     async def start(self, run: RunActivityInput) -> str:
-        delay = self.backoff_initial
+        delays = backoff(self.backoff_initial, self.backoff_max)
         while True:
             try:
                 await self.client.start_workflow(
@@ -100,6 +101,7 @@ class Starter:
                 metrics.START_ERRORS.labels(component=self.component, error=exc.status.name).inc()
                 if self.stopping():
                     raise ShutdownRequested(run.workflow_id) from None
+                delay = next(delays)
                 log.warning(
                     "start of %s failed (%s), retrying in %.1fs",
                     run.workflow_id,
@@ -107,4 +109,3 @@ class Starter:
                     delay,
                 )
                 await asyncio.sleep(delay * (0.5 + random.random()))
-                delay = min(delay * 2, self.backoff_max)

@@ -34,13 +34,11 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
-from datetime import timedelta
 from typing import Any
 
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from temporalio.common import RetryPolicy
     from temporalio.exceptions import ActivityError, ApplicationError
 
     from schemas import search_attributes as sa
@@ -59,14 +57,14 @@ with workflow.unsafe.imports_passed_through():
     from workers.errors import TaskAborted
     from workers.fix_audit import FixActivities
     from workers.merge_patch import PatchError, check_patch
-
-PAUSE = "pause"
-_AUDIT_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1),
-                           maximum_interval=timedelta(seconds=30))  # fmt: skip
+    from workers.steps import db_step
 
 
 def _refuse(message: str, kind: str) -> ApplicationError:
     return ApplicationError(message, type=kind, non_retryable=True)
+
+
+PAUSE = "pause"  # the on_failure that makes a permanent failure wait for a fix
 
 
 class PausableTask:
@@ -211,11 +209,9 @@ class PausableTask:
         )
         self._fixes.append(entry)
         task = self._task
-        await workflow.execute_local_activity_method(
+        await db_step(
             FixActivities.record_fix,
             RecordFixInput(task.task_id, task.run_id, task.spec.task_type, entry, patched),
-            start_to_close_timeout=timedelta(seconds=30),
-            retry_policy=_AUDIT_RETRY,
         )
         if patched is not None:
             self._payload = patched
