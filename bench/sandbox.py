@@ -28,7 +28,8 @@ from typing import Any
 
 from bench.common import write_result
 from bench.e2e.bare import BareChild, BareParent
-from workers.sandbox import DirectContexts, instance_details, reloaded_modules, workflow_runner
+from tests.support.sandbox import instance_details, reloaded_modules
+from workers.sandbox import DirectContexts, workflow_runner
 from workers.workflows import RunActivityWorkflow, TaskInstanceWorkflow
 
 NAME = "sandbox"

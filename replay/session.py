@@ -105,8 +105,11 @@ async def topic_partitions(consumer: AIOKafkaConsumer, topic: str, tries: int = 
     """The partitions of ``topic`` (refreshing metadata up to ``tries`` times, 0.1 s apart);
     ReplayError if it does not exist."""
     for _ in range(tries):
-        # A group-less consumer's own cluster view only covers assigned topics, so ask for
-        # full metadata (the public ``topics()`` returns names only).
+        # aiokafka's public API has no partitions-of-any-topic call: ``topics()`` fetches
+        # the full metadata but returns names only, and ``partitions_for_topic()`` reads
+        # the cached view, which a group-less consumer fills only for assigned topics.
+        # ``fetch_all_metadata`` is what ``topics()`` itself calls (an admin client's
+        # ``describe_topics`` would cost a second connection for one call).
         cluster = await consumer._client.fetch_all_metadata()
         parts = cluster.partitions_for_topic(topic)
         if parts:

@@ -26,9 +26,9 @@ class WorkerSettings(BaseSettings):
     workflow_task_pollers: int = Field(10, ge=2)
     nonsticky_poll_ratio: float = Field(0.5, gt=0, le=1)
     # Serialization contexts read from the workflow instance, not through the sandbox
-    # (workers.sandbox.SandboxRunner: 16-17 % less worker CPU per run, bench.e2e.runner_ab).
-    # false = the SDK's runner as it ships: a way back should an SDK release change what
-    # this relies on.
+    # (workers.sandbox.SandboxRunner), which saves worker CPU on every run (measured by
+    # bench.e2e.runner_ab: docs/benchmarks.md). false = the SDK's runner as it ships: a
+    # way back should an SDK release change what this relies on.
     sandbox_direct_contexts: bool = True
     # The Temporal SDK's own Prometheus metrics (task latencies, poll counts); 0 = off.
     sdk_metrics_port: int = Field(0, ge=0, le=65535)
