@@ -24,7 +24,7 @@ import logging
 import time
 from collections.abc import Callable
 
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.errors import CommitFailedError, IllegalStateError, KafkaError
 from aiokafka.structs import ConsumerRecord, TopicPartition
 
@@ -34,6 +34,7 @@ from ingress.records import COMPONENT, Outgoing, transform_all
 from ingress.settings import IngressSettings
 from ingress.stamping import Strategy
 from pipeline import kafka, metrics
+from pipeline.rebalance import Delegating
 from pipeline.runtime import Shutdown, serve_http
 from pipeline.settings import Settings
 
@@ -51,17 +52,6 @@ def raw_topics(settings: Settings) -> list[str]:
     if not topics:
         raise ValueError("KAFKA_RAW_TOPIC names no topic")
     return topics
-
-
-class _Rebalance(ConsumerRebalanceListener):  # type: ignore[misc]
-    def __init__(self, ingress: Ingress) -> None:
-        self._ingress = ingress
-
-    async def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
-        await self._ingress.on_revoked(set(revoked))
-
-    async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
-        log.info("assigned %s", sorted(f"{tp.topic}/{tp.partition}" for tp in assigned))
 
 
 class Ingress:
@@ -112,7 +102,7 @@ class Ingress:
     async def run(self) -> int:
         producer = self._producer_factory()
         consumer = self._consumer_factory()
-        consumer.subscribe(topics=self.topics, listener=_Rebalance(self))
+        consumer.subscribe(topics=self.topics, listener=Delegating(self.on_revoked))
         self._consumer = consumer
         started: list[AIOKafkaConsumer | AIOKafkaProducer] = []
         code = 0
@@ -190,7 +180,7 @@ class Ingress:
                 await asyncio.gather(inflight, return_exceptions=True)
             if committing is not None:
                 # What it commits is acknowledged: let it finish (a fatal error then
-                # exits without committing its own batch, as before).
+                # exits without committing its own batch, which the next owner redelivers).
                 await asyncio.gather(committing, return_exceptions=True)
             self._outstanding = 0
             self._idle.set()

@@ -22,7 +22,7 @@ class WorkerSettings(BaseSettings):
     # Concurrent workflow-task polls, and the share of them on the task queue's normal
     # partition, where the first task of every new workflow waits (the rest poll this
     # worker's sticky queue). The SDK's 5 and 0.2 leave one poller for every new run
-    # and child: bench.e2e ran (b) 20-90 % faster with 10 and 0.5 (docs/benchmarks.md).
+    # and child, so new runs queue behind sticky polls (bench.e2e: docs/benchmarks.md).
     workflow_task_pollers: int = Field(10, ge=2)
     nonsticky_poll_ratio: float = Field(0.5, gt=0, le=1)
     # Serialization contexts read from the workflow instance, not through the sandbox

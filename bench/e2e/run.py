@@ -69,9 +69,9 @@ from router.settings import RouterSettings
 from schemas.ids import event_workflow_id, run_id_for, task_workflow_id
 from schemas.workflow_io import RunActivityInput
 from workers.parts import WorkerPart
+from workers.run_workflow import RunActivityWorkflow
 from workers.settings import WorkerSettings
 from workers.worker import build_worker
-from workers.workflows import RunActivityWorkflow
 
 NAME = "e2e"
 SHAPES = (1, 4)  # tasks per run; BENCH_E2E_SHAPES=1 measures one shape only

@@ -49,7 +49,9 @@ def test_every_project_exception_is_an_ingest_error() -> None:
 
 
 def test_workflow_outcomes_are_typed_non_retryable_application_errors() -> None:
-    outcomes = [e for e in _project_exceptions() if issubclass(e, TaskFailed) and e is not TaskFailed]
+    outcomes = [
+        e for e in _project_exceptions() if issubclass(e, TaskFailed) and e is not TaskFailed
+    ]
     assert len(outcomes) >= 3
     for kind in outcomes:
         err = kind("why")

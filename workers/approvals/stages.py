@@ -5,7 +5,7 @@ run (concurrently, as every task of a run without approvals does), then the
 approval waits for its decision, and only an approval that succeeds lets the next
 stage start. When it is rejected (or auto-rejected, expired, a duplicate), the
 tasks after it are not started and are reported ``skipped``; the run fails.
-A plan without approval tasks is one stage: exactly today's behaviour.
+A plan without approval tasks is one stage: all its tasks run concurrently.
 """
 
 from __future__ import annotations

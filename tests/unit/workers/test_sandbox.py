@@ -44,13 +44,6 @@ async def test_an_import_outside_the_passthrough_block_is_seen() -> None:
     assert "tests.unit.workers.sandbox_fixture" in got
 
 
-def test_old_import_path_still_works() -> None:
-    from workers import workflows
-
-    assert workflows.RunActivityWorkflow is RunActivityWorkflow
-    assert workflows.TaskInstanceWorkflow is TaskInstanceWorkflow
-
-
 async def test_instances_read_contexts_directly_unless_turned_off(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
