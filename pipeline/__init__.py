@@ -6,10 +6,12 @@
   (aiokafka clients, DLQ headers, the retriable test), :mod:`pipeline.db` (pools, migrations).
 * Shared logic: :mod:`pipeline.starter` (the one starter of ``RunActivityWorkflow``),
   :mod:`pipeline.offsets` (the router's contiguous commit point), :mod:`pipeline.retry`
-  (the one backoff and the one RetryPolicy).
-* The command line: :mod:`pipeline.cli` (``ingest``), :mod:`pipeline.command`,
-  :mod:`pipeline.flags`, :mod:`pipeline.client_flags`, :mod:`pipeline.run_cmd`,
-  :mod:`pipeline.migrate_cmd`, :mod:`pipeline.temporal_setup`, :mod:`pipeline.parts`
-  (which worker parts ``ingest worker`` serves).
+  (the one backoff and the one RetryPolicy), :mod:`pipeline.rebalance` (the consumer
+  group listener of ingress and the router).
+* Commands: :mod:`pipeline.command` (the ``Command`` declaration), :mod:`pipeline.cli`
+  (how every entry point runs and exits), :mod:`pipeline.flags`,
+  :mod:`pipeline.client_flags`, and the library's own commands
+  (:mod:`pipeline.migrate_cmd`, :mod:`pipeline.temporal_setup`). The ``ingest``
+  parser itself is :mod:`app.cli`, above every package.
 * :mod:`pipeline.stack`: the local stack of real services (one module per service).
 """

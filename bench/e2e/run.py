@@ -9,7 +9,7 @@ rounds, ordered a, b, c, c, b, a:
   activity, no database, started directly;
 * (b) ``RunActivityWorkflow`` started directly with the contract id and
   REJECT_DUPLICATE (what the router does), on the production worker wiring
-  (``run_worker`` with ``pipeline.parts.worker_parts()``);
+  (``run_worker`` with ``app.parts.worker_parts()``);
 * (c) the full pipeline: events on the raw topic -> ``ingest ingress`` ->
   ``ingest router`` (real processes) -> the same worker.
 
@@ -45,6 +45,7 @@ from temporalio.client import Client, WorkflowHandle
 from temporalio.common import WorkflowIDReusePolicy
 from temporalio.service import RPCError, RPCStatusCode
 
+from app.parts import worker_parts
 from bench.common import (
     RESULTS,
     Env,
@@ -63,7 +64,6 @@ from bench.common import (
 )
 from bench.e2e.bare import BARE_MODULES, BareChild, BareInput, BareParent, bare_noop
 from bench.e2e.probe import CpuMeter, find_pids, history_shape
-from pipeline.parts import worker_parts
 from pipeline.settings import Settings
 from router.settings import RouterSettings
 from schemas.ids import event_workflow_id, run_id_for, task_workflow_id
