@@ -120,7 +120,7 @@ async def spawn(
         return await asyncio.create_subprocess_exec(
             sys.executable,
             "-m",
-            "pipeline.cli",
+            "app.cli",
             kind,
             env=environ,
             stdout=out,

@@ -30,7 +30,7 @@ from schemas.workflow_io import RunActivityInput
 from workers.parts import core_part
 from workers.permits import store
 from workers.permits.part import permit_part
-from workers.workflows import RunActivityWorkflow
+from workers.run_workflow import RunActivityWorkflow
 
 
 async def _activity(env: Env, task: dict[str, Any]) -> str:

@@ -28,8 +28,10 @@ from typing import Any
 
 from bench.common import write_result
 from bench.e2e.bare import BareChild, BareParent
-from workers.sandbox import DirectContexts, instance_details, reloaded_modules, workflow_runner
-from workers.workflows import RunActivityWorkflow, TaskInstanceWorkflow
+from tests.support.sandbox import instance_details, reloaded_modules
+from workers.run_workflow import RunActivityWorkflow
+from workers.sandbox import DirectContexts, workflow_runner
+from workers.task_workflow import TaskInstanceWorkflow
 
 NAME = "sandbox"
 CLASSES = (RunActivityWorkflow, TaskInstanceWorkflow, BareParent, BareChild)

@@ -16,11 +16,12 @@ import yaml
 from pydantic import ValidationError
 
 from schemas.definitions import ActivityFile
+from schemas.errors import IngestError
 
 _TAGS = {"cron", "event"}
 
 
-class FileError(Exception):
+class FileError(IngestError):
     """The file is unreadable or invalid; ``problems`` holds one line per bad field."""
 
     def __init__(self, problems: list[str]) -> None:

@@ -45,8 +45,9 @@ class Outgoing(NamedTuple):
 
     ``reason`` is None for a stamped event and the DLQ reason otherwise;
     ``label`` is the ``pipeline_events_stamped_total`` strategy label of an event.
-    A NamedTuple, not a frozen dataclass: one is built per event and a frozen
-    dataclass's ``__init__`` costs about 2 µs of ingress's per-event budget.
+    A NamedTuple, not a frozen dataclass: one is built per event, and a frozen
+    dataclass's ``__init__`` (an ``object.__setattr__`` per field) is several times
+    dearer than a tuple's (figures: docs/benchmarks.md).
     """
 
     source: ConsumerRecord
@@ -159,7 +160,7 @@ def transform_all(
             headers = [(k, v) for k, v in hdrs if k not in _OURS] if hdrs else []
             headers.append((H_STAMP, label_bytes))
             headers.append((H_SOURCE, coordinates))
-            # Outgoing(...) without its Python-level __new__: a third of a µs per event.
+            # Outgoing(...) without its Python-level __new__ (no argument parsing per event).
             append(_new_tuple(Outgoing, (msg, events_topic, event_id.encode(), value, headers,
                                          None, label)))  # fmt: skip
         except (EnvelopeError, StampError) as exc:

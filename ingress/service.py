@@ -24,7 +24,7 @@ import logging
 import time
 from collections.abc import Callable
 
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.errors import CommitFailedError, IllegalStateError, KafkaError
 from aiokafka.structs import ConsumerRecord, TopicPartition
 
@@ -35,6 +35,7 @@ from ingress.records import COMPONENT, Outgoing, transform_all
 from ingress.settings import IngressSettings
 from ingress.stamping import Strategy
 from pipeline import kafka, metrics
+from pipeline.rebalance import Delegating
 from pipeline.runtime import Shutdown, serve_http
 from pipeline.settings import Settings
 from schemas import envelope
@@ -69,17 +70,6 @@ def start_metrics_at_zero(settings: Settings, strategy: Strategy) -> None:
     )
     metrics.start_at_zero(metrics.EVENTS_STAMPED, strategy=[strategy.label, stamping.EXISTING])
     metrics.start_at_zero(metrics.DLQ_MESSAGES, component=[COMPONENT], reason=DLQ_REASONS)
-
-
-class _Rebalance(ConsumerRebalanceListener):  # type: ignore[misc]
-    def __init__(self, ingress: Ingress) -> None:
-        self._ingress = ingress
-
-    async def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
-        await self._ingress.on_revoked(set(revoked))
-
-    async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
-        log.info("assigned %s", sorted(f"{tp.topic}/{tp.partition}" for tp in assigned))
 
 
 class Ingress:
@@ -130,7 +120,7 @@ class Ingress:
     async def run(self) -> int:
         producer = self._producer_factory()
         consumer = self._consumer_factory()
-        consumer.subscribe(topics=self.topics, listener=_Rebalance(self))
+        consumer.subscribe(topics=self.topics, listener=Delegating(self.on_revoked))
         self._consumer = consumer
         started: list[AIOKafkaConsumer | AIOKafkaProducer] = []
         code = 0
@@ -208,7 +198,7 @@ class Ingress:
                 await asyncio.gather(inflight, return_exceptions=True)
             if committing is not None:
                 # What it commits is acknowledged: let it finish (a fatal error then
-                # exits without committing its own batch, as before).
+                # exits without committing its own batch, which the next owner redelivers).
                 await asyncio.gather(committing, return_exceptions=True)
             self._outstanding = 0
             self._idle.set()

@@ -32,13 +32,14 @@ from aiokafka.structs import ConsumerRecord
 
 from pipeline.kafka import header
 from schemas.envelope import Envelope
+from schemas.errors import IngestError
 from schemas.ids import content_event_id, source_event_id, source_event_id_of
 
 R_MISSING_EVENT_ID_HEADER = "missing_event_id_header"
 EXISTING = "existing"
 
 
-class StampError(Exception):
+class StampError(IngestError):
     """The message cannot be given an id; ``reason`` is the DLQ reason."""
 
     def __init__(self, reason: str, detail: str) -> None:

@@ -14,7 +14,7 @@ import uuid
 from dataclasses import dataclass
 from datetime import datetime
 from importlib import resources
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 import asyncpg
 from fastapi import APIRouter, Depends, FastAPI, Query, Request
@@ -29,6 +29,7 @@ from ops.errors import ApiError, BadField, NotFound
 from ops.replay_adapter import ReplayError, ReplayRequest, run_replay
 from ops.settings import OpsSettings
 from pipeline.settings import Settings
+from schemas.status import RunStatus, TaskStatus
 from schemas.workflow_io import FixRequest
 
 Limit = Annotated[int, Query(ge=1, le=1000)]
@@ -87,7 +88,7 @@ def _api(deps: OpsDeps) -> APIRouter:
     @api.get("/runs")
     async def list_runs(
         activity: uuid.UUID | None = None,
-        status: Literal["running", "succeeded", "failed"] | None = None,
+        status: RunStatus | None = None,
         since: datetime | None = None,
         limit: Limit = 50,
     ) -> dict[str, Any]:
@@ -110,7 +111,7 @@ def _api(deps: OpsDeps) -> APIRouter:
 
     @api.get("/tasks")
     async def list_tasks(
-        status: str = "pending_fix",
+        status: str = TaskStatus.PENDING_FIX.value,
         failed_task: str | None = None,
         activity: uuid.UUID | None = None,
         limit: Limit = 100,
@@ -119,7 +120,7 @@ def _api(deps: OpsDeps) -> APIRouter:
         any other status: from the database (``failed_task`` filters the task type)."""
         if status not in store.TASK_STATUSES:
             raise BadField("status", f"one of {', '.join(store.TASK_STATUSES)}")
-        if status == "pending_fix":
+        if status == TaskStatus.PENDING_FIX:
             found = await tasks.paused_tasks(deps.client, deps.pool, failed_task, activity, limit)
         else:
             found = await store.list_tasks(deps.pool, status, failed_task, activity, limit)

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from schemas.errors import IngestError
 
-class ApiError(Exception):
+
+class ApiError(IngestError):
     status = 500
 
     def __init__(self, detail: str, field: str | None = None) -> None:

@@ -22,6 +22,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from ops import store
 from ops.errors import BadField, Conflict, NotFound
 from schemas import search_attributes as sa
+from schemas.status import TaskStatus
 from schemas.workflow_io import FixRequest, FixResult
 
 ACTIONS = ("fix", "skip", "abort")
@@ -57,7 +58,7 @@ async def paused_tasks(
         ids.append(wf.id)
     rows = await store.tasks_by_id(pool, ids)
     # Visibility may lag the database by a moment either way: list what both agree on.
-    return [rows[i] for i in ids if i in rows and rows[i]["status"] == "pending_fix"]
+    return [rows[i] for i in ids if i in rows and rows[i]["status"] == TaskStatus.PENDING_FIX]
 
 
 async def act(
@@ -67,7 +68,7 @@ async def act(
     row = await store.get_task(pool, task_id)
     if row is None:
         raise NotFound(f"no task {task_id}")
-    if row["status"] != "pending_fix":
+    if row["status"] != TaskStatus.PENDING_FIX:
         raise Conflict(f"task {task_id} is {row['status']}, not pending_fix")
     handle = client.get_workflow_handle(task_id)
     try:

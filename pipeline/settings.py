@@ -20,6 +20,8 @@ from typing import Literal, TypeVar
 from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from schemas.errors import IngestError
+
 _FROZEN = SettingsConfigDict(frozen=True, extra="ignore", populate_by_name=True)
 
 
@@ -140,7 +142,7 @@ class Settings(BaseSettings):
     process: ProcessSettings = Field(default_factory=ProcessSettings)
 
 
-class ConfigError(Exception):
+class ConfigError(IngestError):
     """A setting is invalid; the message names it."""
 
 

@@ -28,6 +28,8 @@ from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from pipeline import metrics
+from pipeline.retry import BACKOFF_INITIAL, BACKOFF_MAX, backoff
+from schemas.errors import IngestError
 from schemas.workflow_io import RUN_ACTIVITY_WORKFLOW, RunActivityInput
 
 log = logging.getLogger(__name__)
@@ -50,7 +52,7 @@ DUPLICATE = "duplicate"
 R_START_REJECTED = "start_rejected"
 
 
-class StartRejected(Exception):
+class StartRejected(IngestError):
     """Temporal refused the start for good; the message goes to the DLQ."""
 
     def __init__(self, detail: str) -> None:
@@ -59,7 +61,7 @@ class StartRejected(Exception):
         self.detail = detail
 
 
-class ShutdownRequested(Exception):
+class ShutdownRequested(IngestError):
     """Stopped retrying because the process is shutting down; the offset stays uncommitted."""
 
 
@@ -69,13 +71,13 @@ class Starter:
     task_queue: str
     _: KW_ONLY
     component: str = "router"
-    backoff_initial: float = 0.2
-    backoff_max: float = 10.0
+    backoff_initial: float = BACKOFF_INITIAL
+    backoff_max: float = BACKOFF_MAX
     stopping: Callable[[], bool] = lambda: False
     retry_outages: bool = True
 
     async def start(self, run: RunActivityInput) -> str:
-        delay = self.backoff_initial
+        delays = backoff(self.backoff_initial, self.backoff_max)
         while True:
             try:
                 await self.client.start_workflow(
@@ -101,6 +103,7 @@ class Starter:
                 metrics.START_ERRORS.labels(component=self.component, error=exc.status.name).inc()
                 if self.stopping():
                     raise ShutdownRequested(run.workflow_id) from None
+                delay = next(delays)
                 log.warning(
                     "start of %s failed (%s), retrying in %.1fs",
                     run.workflow_id,
@@ -108,4 +111,3 @@ class Starter:
                     delay,
                 )
                 await asyncio.sleep(delay * (0.5 + random.random()))
-                delay = min(delay * 2, self.backoff_max)

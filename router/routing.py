@@ -20,6 +20,7 @@ from aiokafka.structs import ConsumerRecord
 from temporalio.client import Client
 
 from pipeline import kafka, metrics
+from pipeline.retry import backoff
 from pipeline.settings import Settings
 from pipeline.starter import DUPLICATE, ShutdownRequested, Starter, StartRejected
 from router.catalog import ActivityCatalog
@@ -202,7 +203,7 @@ class Routing:
             raise
 
     async def _retry(self, what: str, fn):  # type: ignore[no-untyped-def]
-        delay = 0.2
+        delays = backoff()
         while True:
             err: Exception
             try:
@@ -215,9 +216,9 @@ class Routing:
                 err = exc
             if self.stopping():
                 raise ShutdownRequested(what)
+            delay = next(delays)
             log.warning("%s failed (%s), retrying in %.1fs", what, err, delay)
             await asyncio.sleep(delay)
-            delay = min(delay * 2, 10.0)
 
 
 def _transient(exc: Exception) -> bool:

@@ -17,11 +17,12 @@ import logging
 import time
 
 import asyncpg
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from temporalio.client import Client
 
 from pipeline import kafka, metrics
 from pipeline.offsets import OffsetTracker
+from pipeline.rebalance import Delegating
 from pipeline.runtime import Shutdown
 from pipeline.settings import Settings
 from pipeline.starter import R_START_REJECTED, RETRIABLE
@@ -104,7 +105,7 @@ class Router:
             stopping=lambda: self.shutdown.requested,
             component=self.component,
         )
-        self.consumer.subscribe([k.events_topic], listener=_Rebalance(self))
+        self.consumer.subscribe([k.events_topic], listener=Delegating(self.on_revoked))
         await self.consumer.start()
         committer = asyncio.create_task(self._commit_loop(), name="router-commit")
         housekeeping = asyncio.create_task(self._housekeeping(), name="router-housekeeping")
@@ -172,6 +173,21 @@ class Router:
             log.warning("%d messages not finished in time; they will be redelivered", len(still))
             await asyncio.gather(*still, return_exceptions=True)
 
+    async def on_revoked(self, revoked: set[TopicPartition]) -> None:
+        """Drain the revoked partitions' starts, commit them, and forget them."""
+        if not revoked:
+            return
+        await self._drain(self.rcfg.revoke_drain_seconds, revoked)
+        try:
+            await self.commit(revoked)
+        except Exception as exc:
+            log.warning("commit on revoke failed: %s", exc)
+        self.tracker.forget(revoked)
+        for tp in revoked:
+            self.tasks.pop(tp, None)
+            with contextlib.suppress(KeyError):
+                metrics.CONSUMER_LAG.remove(self.component, tp.topic, str(tp.partition))
+
     # --- commits --------------------------------------------------------------
 
     async def commit(self, tps: set[TopicPartition] | None = None) -> None:
@@ -220,26 +236,3 @@ class Router:
                         )
                 except Exception as exc:
                     log.warning("ledger prune failed: %s", exc)
-
-
-class _Rebalance(ConsumerRebalanceListener):  # type: ignore[misc]
-    def __init__(self, router: Router) -> None:
-        self.router = router
-
-    async def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
-        if not revoked:
-            return
-        r = self.router
-        await r._drain(r.rcfg.revoke_drain_seconds, set(revoked))
-        try:
-            await r.commit(set(revoked))
-        except Exception as exc:
-            log.warning("commit on revoke failed: %s", exc)
-        r.tracker.forget(revoked)
-        for tp in revoked:
-            r.tasks.pop(tp, None)
-            with contextlib.suppress(KeyError):
-                metrics.CONSUMER_LAG.remove(r.component, tp.topic, str(tp.partition))
-
-    async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
-        log.info("assigned %s", sorted((tp.topic, tp.partition) for tp in assigned))

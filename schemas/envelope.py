@@ -22,6 +22,7 @@ from typing import Any
 
 import orjson
 
+from schemas.errors import IngestError
 from schemas.ids import cloudevent_event_id
 
 # The size limit of one event, in bytes of the Kafka record value, the default of
@@ -61,7 +62,7 @@ _CE_CORE = {
 }
 
 
-class EnvelopeError(ValueError):
+class EnvelopeError(IngestError, ValueError):
     def __init__(self, reason: str, detail: str) -> None:
         super().__init__(f"{reason}: {detail}")
         self.reason = reason

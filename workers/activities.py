@@ -33,6 +33,7 @@ from pipeline.metrics import (
 )
 from schemas.definitions import TaskDef
 from schemas.ids import run_id_for
+from schemas.status import RUN_OUTCOMES, TASK_TRANSITIONS, TaskStatus
 from schemas.workflow_io import (
     TRIGGER_CRON,
     TRIGGER_EVENT,
@@ -55,11 +56,8 @@ from workers.planning import PlanError, plan
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
-RUN_STATUSES = ("succeeded", "failed")
-TASK_TRANSITIONS = ("pending", "running", "pending_fix", "succeeded", "failed", "skipped")
-# Every status pipeline_task_instances_total counts: the transitions, and a task stored
-# as the duplicate of the one holding its idempotency key.
-TASK_STATUSES = (*TASK_TRANSITIONS, "duplicate")
+# Every status pipeline_task_instances_total counts (schemas.status).
+TASK_STATUSES: tuple[str, ...] = tuple(TaskStatus)
 
 
 def start_metrics_at_zero(task_types: Iterable[str]) -> None:
@@ -138,8 +136,8 @@ def _count(spec: TaskSpec, row: store.TaskRow, claimed_running: bool = False) ->
     """Count a task's change of state (``pipeline_task_instances_total``)."""
     if not row.changed:
         return
-    if claimed_running and row.status == "running":  # claimed and running, in one statement
-        TASK_INSTANCES.labels(task_type=spec.task_type, status="pending").inc()
+    if claimed_running and row.status == TaskStatus.RUNNING:  # claimed and running at once
+        TASK_INSTANCES.labels(task_type=spec.task_type, status=TaskStatus.PENDING).inc()
     TASK_INSTANCES.labels(task_type=spec.task_type, status=row.status).inc()
 
 
@@ -194,8 +192,8 @@ class RunActivities:
         """Upsert the task_instances row; ``claimed=False`` means 'a duplicate, skip it'."""
         if inp.status not in TASK_TRANSITIONS:
             _permanent(f"status must be one of {TASK_TRANSITIONS}, got {inp.status!r}")
-        claim_running = inp.claim and inp.status == "running"
-        if inp.status == "pending" or claim_running:
+        claim_running = inp.claim and inp.status == TaskStatus.RUNNING
+        if inp.status == TaskStatus.PENDING or claim_running:
             row = await store.claim_task(
                 self._pool, inp.task_id, inp.run_id, inp.spec, running=claim_running
             )
@@ -205,14 +203,14 @@ class RunActivities:
                 _permanent(f"task {inp.task_id} has no row: set it pending first")
             row = found
         _count(inp.spec, row, claimed_running=claim_running)
-        if row.status == "duplicate" and row.changed:
+        if row.status == TaskStatus.DUPLICATE and row.changed:
             # Content dedupe: shown next to the router's ledger/temporal layers.
             trigger = (inp.spec.payload.get("trigger") or {}).get("trigger_kind") or "unknown"
             DUPLICATES_SUPPRESSED.labels(
                 component="worker", trigger=trigger, layer=LAYER_IDEMPOTENCY_KEY
             ).inc()
             log.info("task %s is a duplicate of %s", inp.task_id, row.duplicate_of)
-        return TaskStateResult(claimed=row.status != "duplicate", status=row.status)
+        return TaskStateResult(claimed=row.status != TaskStatus.DUPLICATE, status=row.status)
 
     @activity.defn(name="run_handler")
     async def run_handler(self, inp: RunHandlerInput) -> bool | None:
@@ -267,7 +265,7 @@ class RunActivities:
         A repeat finds the task succeeded already and changes nothing.
         """
         try:
-            row = await store.advance_task(self._pool, inp.task_id, "succeeded")
+            row = await store.advance_task(self._pool, inp.task_id, TaskStatus.SUCCEEDED)
         except Exception as exc:
             log.warning("could not mark %s succeeded, the workflow will: %s", inp.task_id, exc)
             return False
@@ -290,7 +288,7 @@ class RunActivities:
 
     @activity.defn(name="finish_run")
     async def finish_run(self, inp: FinishRunInput) -> None:
-        if inp.status not in RUN_STATUSES:
-            _permanent(f"run status must be one of {RUN_STATUSES}, got {inp.status!r}")
+        if inp.status not in RUN_OUTCOMES:
+            _permanent(f"run status must be one of {RUN_OUTCOMES}, got {inp.status!r}")
         if not await store.finish_run(self._pool, inp.run_id, inp.status):
             _permanent(f"no activity_runs row for run {inp.run_id}", "UnknownRun")

@@ -1,7 +1,7 @@
 """Worker parts: the workflows and activities one worker process serves.
 
 The worker is wired from a list of parts assembled by the composition root
-(``pipeline.parts``), so a feature (cron dispatch, permits, fixes, approvals)
+(``app.parts``), so a feature (cron dispatch, permits, fixes, approvals)
 plugs in by adding a part factory there, and ``workers/`` never imports the
 packages that contribute parts. A factory receives the process's shared
 dependencies and returns what to register.

@@ -21,9 +21,9 @@ import pstats
 import time
 from typing import Any
 
+from app.parts import worker_parts
 from bench.common import drop_env, make_env, seed_activity, start_worker
 from bench.e2e.run import direct_runs
-from pipeline.parts import worker_parts
 
 # (label, substring of pstats' "file:line(function)" key) whose cumulative time is reported
 BUCKETS = (

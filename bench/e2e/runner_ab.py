@@ -19,10 +19,10 @@ import statistics
 import time
 from typing import Any
 
+from app.parts import worker_parts
 from bench.common import drop_env, make_env, seed_activity, start_worker, steady_rate, write_result
 from bench.e2e.probe import CpuMeter, find_pids
 from bench.e2e.run import direct_runs
-from pipeline.parts import worker_parts
 from workers.settings import WorkerSettings
 
 NAME = "runner_ab"

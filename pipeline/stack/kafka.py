@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from pipeline.stack.maven import copy_jars
 from pipeline.stack.procs import StackError, wait_for
 from pipeline.stack.service import Service
 from pipeline.stack.settings import HOST
@@ -33,36 +34,14 @@ class Kafka(Service):
 
     def libs(self) -> Path:
         """Fetch the broker jars with Maven once; returns the folder of jars."""
-        libs = self.home / f"libs-{self.cfg.kafka_version}"
-        if (libs / ".complete").exists():
-            return libs
-        if shutil.which("mvn") is None:
-            raise StackError(
-                "Maven (mvn) is needed to fetch the Kafka broker jars: install it "
-                "(Debian: apt-get install maven) and run again"
-            )
-        self.home.mkdir(parents=True, exist_ok=True)
-        pom = self.home / "pom.xml"
-        pom.write_text(template("kafka-pom.xml").format(version=self.cfg.kafka_version))
-        cmd = [
-            "mvn",
-            "-q",
-            "-B",
-            "-f",
-            str(pom),
-            "dependency:copy-dependencies",
-            f"-DoutputDirectory={libs}",
-            "-DincludeScope=runtime",
-        ]
-        res = subprocess.run(cmd, capture_output=True, text=True)
-        if res.returncode != 0:
-            raise StackError(
-                f"fetching the Kafka {self.cfg.kafka_version} broker jars with Maven failed "
-                f"(check network access to Maven Central or set INGEST_STACK_KAFKA_VERSION):\n"
-                f"{(res.stdout + res.stderr)[-2000:]}"
-            )
-        (libs / ".complete").write_text("ok\n")
-        return libs
+        version = self.cfg.kafka_version
+        return copy_jars(
+            self.home / "pom.xml",
+            template("kafka-pom.xml").format(version=version),
+            self.home / f"libs-{version}",
+            f"the Kafka {version} broker jars",
+            "check network access to Maven Central or set INGEST_STACK_KAFKA_VERSION",
+        )
 
     def ensure(self) -> str:
         if self.already_running("Kafka"):

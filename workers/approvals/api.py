@@ -35,6 +35,7 @@ from schemas.approval_io import (
     ApprovalState,
     ApprovalUpdateResult,
 )
+from schemas.errors import IngestError
 from workers.approvals import rules, store
 
 # ``status=`` of the list: "waiting" means waiting for a decision (incl. escalated).
@@ -52,7 +53,7 @@ _HTTP_OF_REFUSAL = {
 }
 
 
-class ApprovalApiError(Exception):
+class ApprovalApiError(IngestError):
     """``status``: the HTTP answer; ``field``: the argument at fault (400 and 403)."""
 
     def __init__(self, status: int, message: str, field: str | None = None) -> None:

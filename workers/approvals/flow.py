@@ -37,8 +37,7 @@ from typing import Any
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from temporalio.common import RetryPolicy
-
+    from pipeline.retry import UNTIL_DONE
     from schemas.approval_io import (
         APPROVED,
         AUTO_REJECTED,
@@ -62,18 +61,13 @@ with workflow.unsafe.imports_passed_through():
     from workers.approvals.activities import ApprovalActivities
     from workers.approvals.config import ApprovalConfig, approval_config
     from workers.continuation import continue_task, continued_runs, suggested
+    from workers.errors import ApprovalRejected
+    from workers.steps import db_step
 
 # Notices retry until sent (Kafka down delays them) or no longer wanted (cancelled).
-_NOTICE_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), backoff_coefficient=2.0,
-                            maximum_interval=timedelta(seconds=30))  # fmt: skip
+_NOTICE_RETRY = UNTIL_DONE
 # A Kafka send takes milliseconds; a notice lost with a dead worker is retried after this.
 _NOTICE_TIMEOUT = timedelta(seconds=10)
-_DB_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), backoff_coefficient=2.0,
-                        maximum_interval=timedelta(seconds=30))  # fmt: skip
-
-
-class ApprovalRejected(ValueError):
-    """The approval was not given (rejected, auto-rejected, expired): the task fails."""
 
 
 def _iso(value: datetime | None) -> str | None:
@@ -164,7 +158,7 @@ class ApprovalFlow:
     async def run(self) -> None:
         """Return once approved; raise :class:`ApprovalRejected` otherwise.
 
-        A bad config raises ValueError naming the field (the task fails).
+        A bad config raises TaskConfigError naming the field (the task fails).
         """
         cfg = self._config()
         if self._status == PENDING:
@@ -274,7 +268,7 @@ class ApprovalFlow:
     # --- helpers ---------------------------------------------------------------------
 
     def _config(self) -> ApprovalConfig:
-        """The parsed config (ValueError names a bad field; then the task fails)."""
+        """The parsed config (TaskConfigError names a bad field; then the task fails)."""
         if self._cfg is None:
             self._cfg = approval_config(self._inp.spec.config)
         return self._cfg
@@ -323,7 +317,7 @@ class ApprovalFlow:
                 return
             entries = self._audit[self._persisted :]
             first = self._audit[0].at
-            await workflow.execute_local_activity_method(
+            await db_step(
                 ApprovalActivities.record,
                 RecordApprovalInput(
                     task_id=self._inp.task_id,
@@ -338,8 +332,6 @@ class ApprovalFlow:
                     requested_at=first,
                     entries=entries,
                 ),
-                start_to_close_timeout=timedelta(seconds=30),
-                retry_policy=_DB_RETRY,
             )
             self._persisted += len(entries)
 

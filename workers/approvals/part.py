@@ -1,7 +1,7 @@
 """The approvals worker part: the approval activities, and the waiting gauge refresher.
 
 The wait itself runs in ``TaskInstanceWorkflow`` (core part); a worker that runs
-approval tasks must also serve this part (``pipeline.parts`` adds it to
+approval tasks must also serve this part (``app.parts`` adds it to
 ``ingest worker``), or their notices and audit writes find no activity.
 """
 

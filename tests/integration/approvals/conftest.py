@@ -38,7 +38,7 @@ from tests.support import db, kafka
 from tests.support.runs import event_run, start_run, worker_factory
 from workers.approvals.part import approval_part
 from workers.parts import core_part
-from workers.workflows import TaskInstanceWorkflow
+from workers.task_workflow import TaskInstanceWorkflow
 
 SUGGEST_AT = 40  # history events; one request_changes + resubmit round adds ~15
 
@@ -133,7 +133,7 @@ async def replays(*handles: WorkflowHandle) -> None:
     """Each handle's history (its last run) replays deterministically with today's code."""
     from temporalio.worker import Replayer
 
-    from workers.workflows import RunActivityWorkflow
+    from workers.run_workflow import RunActivityWorkflow
 
     replayer = Replayer(workflows=[RunActivityWorkflow, TaskInstanceWorkflow])
     for handle in handles:

@@ -17,7 +17,7 @@ from temporalio.api.enums.v1 import EventType
 
 from schemas.approval_io import ApprovalResubmission
 from tests.support import wait
-from workers.workflows import TaskInstanceWorkflow
+from workers.task_workflow import TaskInstanceWorkflow
 
 from .conftest import (
     approval_task,

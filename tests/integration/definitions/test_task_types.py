@@ -31,7 +31,7 @@ def _env(cfg, **extra: str) -> dict[str, str]:
 
 async def _apply(cfg, path, **env: str) -> tuple[int, str]:
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "pipeline.cli", "activities", "apply", str(path), "--no-sync",
+        sys.executable, "-m", "app.cli", "activities", "apply", str(path), "--no-sync",
         cwd=ROOT, env=_env(cfg, **env),
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
     )  # fmt: skip
@@ -81,7 +81,7 @@ async def test_a_run_meeting_an_unknown_type_fails_with_one_log_line(cfg, tempor
     activity_id = await insert_activity(db_pool, [{"type": "noop"}, {"type": "nopo"}])
     run = event_run(activity_id)
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "workers.cli",
+        sys.executable, "-m", "app.worker_cmd",
         cwd=ROOT, env=_env(cfg, INGEST_LOG_LEVEL="INFO"),
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
     )  # fmt: skip

@@ -23,7 +23,7 @@ HANG = ("--handlers", "tests.unit.workers.handler_fixtures:hang")
 
 async def ingest(cfg, *args: str) -> tuple[int, str]:  # type: ignore[no-untyped-def]
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "pipeline.cli", *args,
+        sys.executable, "-m", "app.cli", *args,
         "--database-url", cfg.database.url.get_secret_value(),
         "--temporal-address", cfg.temporal.address,
         cwd=ROOT, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,

@@ -38,7 +38,7 @@ async def _scraped(component: str, tmp_path: Path, **env: str) -> AsyncIterator[
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "pipeline.cli",
+        "app.cli",
         component,
         cwd=ROOT,
         env=clean_env(INGEST_METRICS_PORT=str(port), **env),

@@ -34,7 +34,7 @@ async def _spawn(env: dict[str, str]) -> asyncio.subprocess.Process:
     return await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "pipeline.cli",
+        "app.cli",
         "router",
         cwd=ROOT,
         env=env,

@@ -48,7 +48,7 @@ SOURCES = {
 }
 
 # How each process sets its metrics up, run in a fresh interpreter. The worker builds
-# its real parts (pipeline.parts.worker_parts) as `ingest worker` does; the parts'
+# its real parts (app.parts.worker_parts) as `ingest worker` does; the parts'
 # factories only store the client and the pool, so none is needed here.
 SETUP = {
     "ingress": """
@@ -63,7 +63,7 @@ from router.service import start_metrics_at_zero
 start_metrics_at_zero(load_settings("router"))
 """,
     "worker": """
-from pipeline.parts import worker_parts
+from app.parts import worker_parts
 from pipeline.settings import load_settings
 from workers.handlers import Resources, load_registry
 from workers.parts import PartDeps
