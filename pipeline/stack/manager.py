@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from pipeline.command import Command
+from pipeline.settings import build
 from pipeline.stack.kafka import Kafka
 from pipeline.stack.kafka_cluster import KafkaCluster, stack_kafka
 from pipeline.stack.postgres import Postgres
@@ -91,7 +92,7 @@ def status(cfg: StackSettings) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    cfg = StackSettings()
+    cfg = build(StackSettings)  # a bad INGEST_STACK_* value: one line naming it
     if args.action == "up":
         return up(cfg, args.partitions, args.kafka_nodes)
     if args.action == "down":

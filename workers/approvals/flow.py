@@ -42,9 +42,11 @@ with workflow.unsafe.imports_passed_through():
     from schemas.approval_io import (
         APPROVED,
         AUTO_REJECTED,
+        CANCELLED,
         CHANGES_REQUESTED,
         ESCALATED,
         EXPIRED,
+        FAILED,
         OPEN,
         PENDING,
         REQUEST_CHANGES,
@@ -62,6 +64,7 @@ with workflow.unsafe.imports_passed_through():
     from workers.approvals.activities import ApprovalActivities
     from workers.approvals.config import ApprovalConfig, approval_config
     from workers.continuation import continue_task, continued_runs, suggested
+    from workers.steps import describe
 
 # Notices retry until sent (Kafka down delays them) or no longer wanted (cancelled).
 _NOTICE_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), backoff_coefficient=2.0,
@@ -107,7 +110,6 @@ class ApprovalFlow:
         self._persisted = len(self._audit)  # a run continues only once all was written
         self._phase = 0  # bumped on every status change
         self._reminder_gen = 0  # bumped to stop the reminder task
-        self._sending = False  # the reminder task is inside its notice activity
         self._progress = False  # this run appended to the audit trail
         self._write = asyncio.Lock()
         self._outbox: list[asyncio.Task[None]] = []  # notices sent without waiting
@@ -164,9 +166,23 @@ class ApprovalFlow:
     async def run(self) -> None:
         """Return once approved; raise :class:`ApprovalRejected` otherwise.
 
-        A bad config raises ValueError naming the field (the task fails).
+        A bad config raises ValueError naming the field (the task fails). A wait that
+        is cancelled or fails closes the approval (``cancelled``, ``failed``) before
+        the error goes on, so no row stays open after its workflow closed.
         """
         cfg = self._config()
+        try:
+            await self._wait(cfg)
+        except asyncio.CancelledError:
+            await self._close_without_decision(CANCELLED, "the task was cancelled")
+            raise
+        except Exception as exc:
+            await self._close_without_decision(FAILED, describe(exc))
+            raise
+        if self._status != APPROVED:
+            raise ApprovalRejected(self._why_not())
+
+    async def _wait(self, cfg: ApprovalConfig) -> None:
         if self._status == PENDING:
             self._approvers, self._escalate_to = list(cfg.approvers), list(cfg.escalate_to)
             self._start_wait(workflow.now())
@@ -181,8 +197,15 @@ class ApprovalFlow:
         await self._drain_outbox()
         await workflow.wait_condition(workflow.all_handlers_finished)
         await self._flush()
-        if self._status != APPROVED:
-            raise ApprovalRejected(self._why_not())
+
+    async def _close_without_decision(self, status: str, reason: str) -> None:
+        """Close a wait that ends without a decision; its audit entry says why."""
+        if self._status not in OPEN or not self._audit:  # closed, or never written
+            return
+        workflow.logger.warning("approval %s %s: %s", self._inp.task_id, status, reason)
+        self._enter(status, None)
+        self._append(status, reason=reason, waited_seconds=self._waited(workflow.now()))
+        await self._flush()
 
     async def _wait_phase(self) -> None:
         """Wait until the phase changes, continue-as-new is due, or the deadline passes."""
@@ -195,8 +218,14 @@ class ApprovalFlow:
         timed_out = remaining <= 0
         try:
             if not timed_out:
+                # A reminder task that failed (its notice refused for good) ends the
+                # wait at once: the task fails, rather than reminders stopping unseen.
                 await workflow.wait_condition(
-                    lambda: self._phase != phase or (self._progress and suggested()),
+                    lambda: (
+                        self._phase != phase
+                        or (self._progress and suggested())
+                        or (reminders is not None and reminders.done())
+                    ),
                     timeout=remaining,
                 )
         except TimeoutError:
@@ -238,37 +267,41 @@ class ApprovalFlow:
 
     async def _remind(self, phase: int, gen: int) -> None:
         every = timedelta(seconds=self._config().remind_every_seconds or 0)
-        while self._next_reminder is not None:
-            if self._phase != phase or self._reminder_gen != gen:
-                return
+
+        def stopped() -> bool:
+            return self._phase != phase or self._reminder_gen != gen
+
+        while self._next_reminder is not None and not stopped():
             delay = (self._next_reminder - workflow.now()).total_seconds()
             if delay > 0:
-                await workflow.sleep(delay)
-            # The timer and a decision can land in the same workflow task: look again.
-            if self._phase != phase or self._reminder_gen != gen:
-                return
+                # Stopped by a flag, never cancelled: a cancelled activity (the notice,
+                # or the audit write after it) raises ActivityError, which would fail
+                # the task. The timer and a decision can land in one workflow task: the
+                # flag is looked at again after the timer.
+                try:
+                    await workflow.wait_condition(stopped, timeout=delay)
+                except TimeoutError:
+                    pass
+                if stopped():
+                    return
             due, self._next_reminder = self._next_reminder, self._next_reminder + every
             self._reminders += 1
             to = self._approvers + (self._escalate_to if self._status == ESCALATED else [])
             # Recorded when it fires (before any decision that arrives while it is sent).
             self._append("reminder")
-            notice = self._notice("approval.reminder", to, reminder=self._reminders, due=due)
-            self._sending = True
-            try:
-                await self._send(notice)
-            finally:
-                self._sending = False
+            await self._send(
+                self._notice("approval.reminder", to, reminder=self._reminders, due=due)
+            )
             await self._flush()
 
     async def _stop_reminders(self, task: asyncio.Task[None] | None) -> None:
-        """Cancel the reminder task, but let a notice already being sent finish."""
+        """Stop the reminder task: its wait ends at once; a reminder already being sent
+        (it was due before the phase changed) is sent and written first."""
         if task is None:
             return
         self._reminder_gen += 1
-        if not self._sending:
-            task.cancel()
         await workflow.wait([task])
-        if not task.cancelled() and task.exception() is not None:
+        if task.exception() is not None:
             raise task.exception()  # type: ignore[misc]
 
     # --- helpers ---------------------------------------------------------------------
