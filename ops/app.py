@@ -12,7 +12,6 @@ a model in ``ops.models``, so the OpenAPI schema names each field.
 
 from __future__ import annotations
 
-import logging
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
@@ -46,8 +45,6 @@ from ops.replay_adapter import ReplayError, ReplayRequest, run_replay
 from ops.settings import OpsSettings
 from pipeline.settings import Settings
 from schemas.workflow_io import FixRequest
-
-log = logging.getLogger(__name__)
 
 Limit = Annotated[int, Query(ge=1, le=1000)]
 
@@ -221,7 +218,7 @@ def create_app(deps: OpsDeps) -> FastAPI:
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
-        log.error("%s %s failed", request.method, request.url.path, exc_info=exc)
+        # Starlette raises it on after this answer, and uvicorn logs its traceback.
         body = ErrorBody(detail=f"internal error ({type(exc).__name__}); see the ops log")
         return JSONResponse(body.model_dump(exclude_none=True), status_code=500)
 

@@ -6,12 +6,17 @@ holds no worker slot, and each deadline is the durable timer of a
 
 * **Request:** the status becomes ``waiting`` with the SLA deadline, a
   ``requested`` audit entry is written and an ``approval.requested`` notice sent.
-* **Reminders:** a workflow task (``asyncio.create_task``) sleeps until the next
+* **Reminders:** a workflow task (``asyncio.create_task``) waits until the next
   reminder is due and sends ``approval.reminder`` notices through an activity.
-  It is cancelled as soon as the phase changes (a decision, escalation,
+  It is stopped (a flag its wait watches; never ``cancel()``, which would fail an
+  activity in flight) as soon as the phase changes (a decision, escalation,
   continue-as-new), and it checks the phase again after its timer fires, so no
   reminder goes out after a decision. Reminders are due at fixed times
   (``waiting_since + k * remind_every``), carried across continue-as-new.
+* **Closing:** every path the workflow runs closes the approvals row: a decision,
+  a deadline, a cancellation (``cancelled``) or a failure of the wait (``failed``);
+  a termination runs no workflow code, so the approvals part's sweep closes those
+  (``sweep.py``).
 * **Escalation:** at the SLA deadline the status becomes ``escalated``, an
   ``approval.escalated`` notice goes to ``escalate_to`` (or the approvers when
   there is none), and the escalation contact may decide too, until
@@ -38,6 +43,7 @@ from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
     from temporalio.common import RetryPolicy
+    from temporalio.exceptions import CancelledError
 
     from schemas.approval_io import (
         APPROVED,
@@ -177,7 +183,9 @@ class ApprovalFlow:
             await self._close_without_decision(CANCELLED, "the task was cancelled")
             raise
         except Exception as exc:
-            await self._close_without_decision(FAILED, describe(exc))
+            # An activity cancelled with the workflow (ActivityError from CancelledError).
+            cancelled = isinstance(exc.__cause__, CancelledError)
+            await self._close_without_decision(CANCELLED if cancelled else FAILED, describe(exc))
             raise
         if self._status != APPROVED:
             raise ApprovalRejected(self._why_not())

@@ -77,3 +77,17 @@ def test_the_approval_state_names_its_audit_trail(schema):
         detail["properties"]["approval"]["$ref"].rsplit("/", 1)[-1]
     ]
     assert {"status", "deadline", "audit", "continued_runs"} <= set(state["properties"])
+
+
+async def test_an_unexpected_error_answers_the_error_body():
+    """Not a bare "Internal Server Error": here the database pool is missing."""
+    import httpx
+
+    deps = OpsDeps(client=None, pool=None, settings=None, ops=OpsSettings())  # type: ignore[arg-type]
+    transport = httpx.ASGITransport(app=create_app(deps), raise_app_exceptions=False)
+    async with httpx.AsyncClient(transport=transport, base_url="http://ops") as http:
+        resp = await http.get("/api/runs")
+        auth = await http.get("/auth")
+    assert resp.status_code == 500
+    assert resp.json() == {"detail": "internal error (AttributeError); see the ops log"}
+    assert auth.json() == {"token_required": False}
