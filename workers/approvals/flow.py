@@ -77,6 +77,8 @@ _NOTICE_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), backoff_coeff
                             maximum_interval=timedelta(seconds=30))  # fmt: skip
 # A Kafka send takes milliseconds; a notice lost with a dead worker is retried after this.
 _NOTICE_TIMEOUT = timedelta(seconds=10)
+# Reminder entries a continued run carries in its audit trail (all others are carried).
+CARRIED_REMINDERS = 10
 _DB_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), backoff_coefficient=2.0,
                         maximum_interval=timedelta(seconds=30))  # fmt: skip
 
@@ -91,6 +93,17 @@ def _iso(value: datetime | None) -> str | None:
 
 def _dt(value: str | None) -> datetime | None:
     return datetime.fromisoformat(value) if value else None
+
+
+def _carried(audit: list[AuditEntry]) -> list[AuditEntry]:
+    """The trail a continued run carries: every entry but reminders, and the last
+    ``CARRIED_REMINDERS`` reminders. A long wait's reminders would otherwise grow the
+    carried state (and the next run's first event) without bound, however often it
+    continues as new; every entry is in ``approval_events`` already (a run continues only
+    once all are written), and ``reminders_sent`` keeps the count."""
+    reminders = [i for i, e in enumerate(audit) if e.kind == "reminder"]
+    dropped = set(reminders[:-CARRIED_REMINDERS])
+    return [e for i, e in enumerate(audit) if i not in dropped]
 
 
 class ApprovalFlow:
@@ -339,8 +352,8 @@ class ApprovalFlow:
         return (now - self._waiting_since).total_seconds()
 
     def _append(self, kind: str, **fields: Any) -> AuditEntry:
-        entry = AuditEntry(len(self._audit), workflow.now().isoformat(), kind, self._round,
-                           **fields)  # fmt: skip
+        seq = self._audit[-1].seq + 1 if self._audit else 0  # a carried trail has gaps
+        entry = AuditEntry(seq, workflow.now().isoformat(), kind, self._round, **fields)
         self._audit.append(entry)
         self._progress = True
         return entry
@@ -353,9 +366,8 @@ class ApprovalFlow:
         return f"approval {self._status}{by}: {last.reason or 'no reason given'}"
 
     def _carry(self, runs: int) -> TaskCarry:
-        return TaskCarry(
-            continued_runs=runs, approval=replace(self.snapshot(), continued_runs=runs)
-        )
+        state = replace(self.snapshot(), continued_runs=runs, audit=_carried(self._audit))
+        return TaskCarry(continued_runs=runs, approval=state)
 
     async def _flush(self) -> None:
         """Write the audit entries not yet written (one local activity, serialised)."""
