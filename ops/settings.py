@@ -31,7 +31,10 @@ class OpsSettings(BaseSettings):
     dlq_peek_max: int = Field(500, ge=1, le=10_000)
     # How long a query or update (approval state, decisions, fixes) waits for a worker to
     # answer before the API answers 503 (no worker polls the task queue, or it is stuck).
-    temporal_timeout_seconds: float = Field(10.0, gt=0)
+    # Not much less: after a worker crash, its workflows' sticky queue holds the next
+    # task ~10 s before a new worker gets it (tests/integration/ops/test_restart.py: 10 s
+    # answered 503 there).
+    temporal_timeout_seconds: float = Field(30.0, gt=0)
 
     @property
     def temporal_timeout(self) -> timedelta:
