@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 import uuid
+from datetime import timedelta
 from typing import Any
 
 import asyncpg
@@ -20,7 +21,7 @@ from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
 from ops import store
-from ops.errors import BadField, Conflict, NotFound
+from ops.errors import BadField, Conflict, NotFound, Unavailable, no_answer
 from schemas import search_attributes as sa
 from schemas.status import TaskStatus
 from schemas.workflow_io import FixRequest, FixResult
@@ -62,9 +63,17 @@ async def paused_tasks(
 
 
 async def act(
-    client: Client, pool: asyncpg.Pool, task_id: str, action: str, req: FixRequest
+    client: Client,
+    pool: asyncpg.Pool,
+    task_id: str,
+    action: str,
+    req: FixRequest,
+    timeout: timedelta | None = None,
 ) -> FixResult:
-    """Send ``action`` to the paused task; the answer once its audit row is written."""
+    """Send ``action`` to the paused task; the answer once its audit row is written.
+
+    Unavailable (503) when no worker answers within ``timeout``: the update may still
+    be applied once one does (the task's row and ``GET /api/tasks/{id}`` will say)."""
     row = await store.get_task(pool, task_id)
     if row is None:
         raise NotFound(f"no task {task_id}")
@@ -72,7 +81,7 @@ async def act(
         raise Conflict(f"task {task_id} is {row['status']}, not pending_fix")
     handle = client.get_workflow_handle(task_id)
     try:
-        return await handle.execute_update(action, req, result_type=FixResult)
+        return await handle.execute_update(action, req, result_type=FixResult, rpc_timeout=timeout)
     except WorkflowUpdateFailedError as exc:
         cause = exc.cause
         if isinstance(cause, ApplicationError):
@@ -81,10 +90,20 @@ async def act(
             if cause.type == "NotPendingFix":
                 raise Conflict(f"task {task_id}: {cause.message}") from None
         raise
-    except RPCError as exc:
-        if exc.status == RPCStatusCode.NOT_FOUND:
+    except Exception as exc:  # an RPCError, or the update's own timeout error
+        if isinstance(exc, RPCError) and exc.status == RPCStatusCode.NOT_FOUND:
             raise Conflict(f"task {task_id} is not waiting for a fix: {exc.message}") from None
+        if no_answer(exc):
+            raise Unavailable(_unanswered(task_id, action, timeout)) from None
         raise
+
+
+def _unanswered(task_id: str, action: str, timeout: timedelta | None) -> str:
+    within = f" within {timeout.total_seconds():g} s" if timeout is not None else ""
+    return (
+        f"task {task_id}: no worker answered the {action}{within} (is a worker polling its"
+        " task queue?); it may still be applied when one does: look before sending it again"
+    )
 
 
 async def temporal_status(client: Client, workflow_id: str) -> str | None:
@@ -94,5 +113,7 @@ async def temporal_status(client: Client, workflow_id: str) -> str | None:
     except RPCError as exc:
         if exc.status == RPCStatusCode.NOT_FOUND:
             return None
+        if no_answer(exc):
+            raise Unavailable(f"Temporal did not answer: {exc.message}") from None
         raise
     return desc.status.name if desc.status is not None else None

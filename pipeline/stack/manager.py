@@ -8,6 +8,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from pipeline.command import Command
+from pipeline.settings import build
 from pipeline.stack.kafka import Kafka
 from pipeline.stack.kafka_cluster import KafkaCluster, stack_kafka
 from pipeline.stack.postgres import Postgres
@@ -96,7 +97,7 @@ def status(cfg: StackSettings) -> int:
 
 
 def _run(args: argparse.Namespace, extra_topics: Sequence[str] = ()) -> int:
-    cfg = StackSettings()
+    cfg = build(StackSettings)  # a bad INGEST_STACK_* value: one line naming it
     if args.action == "up":
         return up(cfg, args.partitions, args.kafka_nodes, extra_topics)
     if args.action == "down":
