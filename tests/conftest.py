@@ -88,10 +88,8 @@ async def _close_namespace(
 
     client = await Client.connect(session.address, namespace=session.namespace)
     swept = await namespaces.sweep(client)
-    config.stash.setdefault(_SUMMARY, []).append(
-        f"Temporal namespace {session.namespace}: terminated {swept.terminated} workflows "
-        f"still running at the end of the session, deleted {swept.schedules} schedules"
-    )
+    line = namespaces.summary(session.namespace, swept, session.task_queues)
+    config.stash.setdefault(_SUMMARY, []).append(line)
     return await namespaces.leaked_into(session.address, started, session.task_queues)
 
 
@@ -163,10 +161,10 @@ async def topics(stack: Stack) -> Topics:
 
 
 @pytest.fixture
-def task_queue() -> str:
+def task_queue(request: pytest.FixtureRequest) -> str:
     name = f"tq-{uuid.uuid4()}"
     if namespaces.current is not None:
-        namespaces.current.task_queues.add(name)
+        namespaces.current.task_queues[name] = request.node.nodeid
     return name
 
 

@@ -19,7 +19,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import fcntl
-from collections.abc import Collection
+from collections import Counter
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -102,7 +103,7 @@ async def prepare(address: str, namespace: str) -> Client:
 
 @dataclass(frozen=True)
 class Swept:
-    terminated: int
+    terminated: Counter[str]  # per task queue
     schedules: int
 
 
@@ -115,7 +116,7 @@ async def sweep(client: Client, reason: str = "left running by the test session"
         with contextlib.suppress(RPCError):  # deleted meanwhile
             await client.get_schedule_handle(s.id).delete()
             schedules += 1
-    terminated = 0
+    terminated = Counter[str]()
     for _ in range(10):
         running = [w async for w in client.list_workflows('ExecutionStatus="Running"')]
         if not running:
@@ -125,14 +126,16 @@ async def sweep(client: Client, reason: str = "left running by the test session"
     return Swept(terminated, schedules)
 
 
-async def _terminate(client: Client, runs: list[WorkflowExecution], reason: str) -> int:
-    """Terminate ``runs``; how many this call terminated (a child that its parent's
-    close policy terminated meanwhile answers NOT_FOUND, and is not counted)."""
+async def _terminate(client: Client, runs: list[WorkflowExecution], reason: str) -> Counter[str]:
+    """Terminate ``runs``; how many this call terminated, per task queue (a child that its
+    parent's close policy terminated meanwhile answers NOT_FOUND, and is not counted)."""
     results = await asyncio.gather(
         *(client.get_workflow_handle(w.id, run_id=w.run_id).terminate(reason) for w in runs),
         return_exceptions=True,
     )
-    return sum(1 for r in results if not isinstance(r, BaseException))
+    return Counter(
+        w.task_queue for w, r in zip(runs, results, strict=True) if not isinstance(r, BaseException)
+    )
 
 
 async def leaked_into(
@@ -159,7 +162,8 @@ class Session:
 
     address: str
     namespace: str
-    task_queues: set[str] = field(default_factory=set)  # handed out by ``task_queue``
+    # handed out by the ``task_queue`` fixture: queue -> the test it was made for
+    task_queues: dict[str, str] = field(default_factory=dict)
 
 
 current: Session | None = None
@@ -173,3 +177,18 @@ def namespace_for(address: str) -> str:
     if current is not None and address == current.address:
         return current.namespace
     return DEFAULT
+
+
+def summary(namespace: str, swept: Swept, tests: Mapping[str, str], top: int = 3) -> str:
+    """One line: what the sweep terminated, and the tests that left the most behind."""
+    total = sum(swept.terminated.values())
+    line = (
+        f"Temporal namespace {namespace}: terminated {total} workflows still running at the "
+        f"end of the session, deleted {swept.schedules} schedules"
+    )
+    by_test = Counter[str]()
+    for queue, n in swept.terminated.items():
+        by_test[tests.get(queue, f"task queue {queue}")] += n
+    if by_test:
+        line += "; most from " + ", ".join(f"{t} ({n})" for t, n in by_test.most_common(top))
+    return line
