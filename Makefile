@@ -25,7 +25,7 @@ $(VENV)/.installed: pyproject.toml
 	$(BIN)/python -m pip install -q -e '.[dev]'
 	@touch $@
 
-stack-up: install
+stack-up: system-deps install
 	$(BIN)/ingest stack up
 
 stack-down:
