@@ -39,7 +39,8 @@ def build_parser() -> argparse.ArgumentParser:
             "Kafka -> Temporal ingestion pipeline. Events on the raw topic are stamped "
             "with a stable event_id (ingress), routed to RunActivityWorkflow starts with "
             "deterministic ids (router), and run by workers that log each run once. "
-            "Configuration comes from environment variables (see README) and flags."
+            "Configuration comes from environment variables (all listed in "
+            "docs/configuration.md) and flags."
         ),
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)

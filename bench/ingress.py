@@ -20,6 +20,7 @@ from typing import Any
 
 from aiokafka import TopicPartition
 
+from bench.cli import parse_args
 from bench.common import drop_env, event, make_env, produce, verdict, write_result
 from pipeline import kafka, metrics
 from pipeline.clients import ensure_topics
@@ -198,4 +199,8 @@ async def run(n: int | None = None) -> dict[str, object] | None:
 
 
 if __name__ == "__main__":
+    parse_args(
+        __doc__,
+        {"BENCH_INGRESS_EVENTS": "events published to the raw topic (default 30000)"},
+    )
     asyncio.run(run())

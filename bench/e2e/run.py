@@ -93,6 +93,15 @@ def _order() -> tuple[str, ...]:
 
 GOAL_B_A, GOAL_C_B = 0.85, 0.9
 
+E2E_ENV = {  # what the --help of bench.e2e and its diagnostics lists
+    "BENCH_E2E_RUNS": "runs per round (default 256)",
+    "BENCH_E2E_TASKS": "noop tasks per run (default 1)",
+    "BENCH_E2E_IN_FLIGHT": "runs in flight (default: the router's start concurrency)",
+    "BENCH_E2E_SHAPES": "tasks per run of each shape measured, e.g. 1,4 (default 1,4)",
+    "BENCH_E2E_ORDER": "phase order, each of a, l, b, c at least once (default albccbla)",
+    "BENCH_E2E_PERF": "a directory: perf record the Temporal server per phase",
+}
+
 
 def in_flight() -> int:
     """Runs in flight in every phase: ``BENCH_E2E_IN_FLIGHT``, else the router's concurrency."""
