@@ -33,17 +33,30 @@ class Kafka(Service):
 
     def libs(self) -> Path:
         """Fetch the broker jars with Maven once; returns the folder of jars."""
-        libs = self.home / f"libs-{self.cfg.kafka_version}"
+        return self._fetch("kafka-pom.xml", f"libs-{self.cfg.kafka_version}", "broker jars")
+
+    def tools(self) -> Path:
+        """Fetch Kafka's command-line tools jar (``kafka-tools``, e.g. ``ConsoleProducer``)
+        once; returns its folder. The jar alone: the broker jars of :meth:`libs` hold
+        everything it needs, so the tools run on ``libs()/*`` plus ``tools()/*``. The
+        broker itself never loads it."""
+        self.libs()
+        return self._fetch("kafka-tools-pom.xml", f"tools-{self.cfg.kafka_version}", "tools jar")
+
+    def _fetch(self, pom_template: str, folder: str, what: str) -> Path:
+        """``mvn dependency:copy-dependencies`` of a pom from the templates into
+        ``folder`` under the Kafka home, once (a ``.complete`` marker says it is done)."""
+        libs = self.home / folder
         if (libs / ".complete").exists():
             return libs
         if shutil.which("mvn") is None:
             raise StackError(
-                "Maven (mvn) is needed to fetch the Kafka broker jars: install it "
+                f"Maven (mvn) is needed to fetch the Kafka {what}: install it "
                 "(Debian: apt-get install maven) and run again"
             )
         self.home.mkdir(parents=True, exist_ok=True)
-        pom = self.home / "pom.xml"
-        pom.write_text(template("kafka-pom.xml").format(version=self.cfg.kafka_version))
+        pom = self.home / pom_template
+        pom.write_text(template(pom_template).format(version=self.cfg.kafka_version))
         cmd = [
             "mvn",
             "-q",
@@ -57,7 +70,7 @@ class Kafka(Service):
         res = subprocess.run(cmd, capture_output=True, text=True)
         if res.returncode != 0:
             raise StackError(
-                f"fetching the Kafka {self.cfg.kafka_version} broker jars with Maven failed "
+                f"fetching the Kafka {self.cfg.kafka_version} {what} with Maven failed "
                 f"(check network access to Maven Central or set INGEST_STACK_KAFKA_VERSION):\n"
                 f"{(res.stdout + res.stderr)[-2000:]}"
             )

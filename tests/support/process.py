@@ -1,8 +1,13 @@
-"""Environments for the pipeline processes a test starts."""
+"""Environments for the pipeline processes a test starts, and ``python -m ingress`` itself."""
 
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
+from typing import Any
+
+from tests.support import ROOT
 
 PIPELINE_PREFIXES = ("KAFKA_", "TEMPORAL_", "INGEST_")
 
@@ -17,3 +22,27 @@ def clean_env(**settings: str) -> dict[str, str]:
     }
     env.update(settings)
     return env
+
+
+def start_ingress(
+    stack: Any, topics: Any, group: str, stderr: Any = subprocess.PIPE, **extra: str
+) -> subprocess.Popen[bytes]:
+    """``python -m ingress`` on the stack and the test's topics, consumer group ``group``,
+    no /metrics port; ``extra`` adds (or overrides) environment variables."""
+    env = {
+        **os.environ,
+        "KAFKA_BOOTSTRAP_SERVERS": stack.kafka,
+        "KAFKA_RAW_TOPIC": topics.raw,
+        "KAFKA_EVENTS_TOPIC": topics.events,
+        "KAFKA_DLQ_TOPIC": topics.dlq,
+        "INGEST_METRICS_PORT": "0",
+        "INGEST_INGRESS_GROUP": group,
+        **extra,
+    }
+    return subprocess.Popen(
+        [sys.executable, "-m", "ingress"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=stderr,
+    )
