@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 from tests.support import ROOT
@@ -46,3 +48,42 @@ def start_ingress(
         stdout=subprocess.PIPE,
         stderr=stderr,
     )
+
+
+def router_env(cfg: Any, group: str, port: int, **extra: str) -> dict[str, str]:
+    """The environment of an ``ingest router`` on ``cfg``'s stack, topics, task queue and
+    database, consumer group ``group``, /metrics on ``port``; ``extra`` adds variables."""
+    return {
+        **os.environ,
+        "KAFKA_BOOTSTRAP_SERVERS": cfg.kafka.bootstrap_servers,
+        "KAFKA_EVENTS_TOPIC": cfg.kafka.events_topic,
+        "KAFKA_DLQ_TOPIC": cfg.kafka.dlq_topic,
+        "TEMPORAL_ADDRESS": cfg.temporal.address,
+        "TEMPORAL_TASK_QUEUE": cfg.temporal.task_queue,
+        "DATABASE_URL": cfg.database.url.get_secret_value(),
+        "INGEST_ROUTER_GROUP": group,
+        "INGEST_METRICS_PORT": str(port),
+        **extra,
+    }
+
+
+async def spawn_router(env: dict[str, str]) -> asyncio.subprocess.Process:
+    """``ingest router`` as a real process in ``env``; stdout and stderr on one pipe."""
+    return await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "pipeline.cli",
+        "router",
+        cwd=ROOT,
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )
+
+
+def hide_codecs(folder: Path) -> dict[str, str]:
+    """The environment of a process whose ``import cramjam`` fails, as on an install
+    without aiokafka's codec extras (it then reads no snappy, lz4 or zstd batch): a
+    module of that name that raises ImportError, written to ``folder``, first on its path."""
+    (folder / "cramjam.py").write_text("raise ImportError('cramjam hidden by the test')\n")
+    return {"PYTHONPATH": os.pathsep.join([str(folder), os.environ.get("PYTHONPATH", str(ROOT))])}

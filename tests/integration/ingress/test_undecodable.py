@@ -10,21 +10,12 @@ started afterwards then delivers the batch: nothing was skipped.
 
 from __future__ import annotations
 
-import os
 import uuid
-from pathlib import Path
 
-from tests.support import ROOT, db
+from tests.support import db
 from tests.support.kafka import committed, produce_librdkafka, read_until
-from tests.support.process import start_ingress
+from tests.support.process import hide_codecs, start_ingress
 from tests.support.wait import eventually
-
-
-def hide_codecs(folder: Path) -> dict[str, str]:
-    """The environment of a process whose ``import cramjam`` fails: a module of that name
-    that raises ImportError, first on its path (aiokafka then has no snappy, lz4, zstd)."""
-    (folder / "cramjam.py").write_text("raise ImportError('cramjam hidden by the test')\n")
-    return {"PYTHONPATH": os.pathsep.join([str(folder), os.environ.get("PYTHONPATH", str(ROOT))])}
 
 
 async def test_undecodable_batch_is_one_line_and_exit_1_and_is_not_skipped(stack, topics, tmp_path):

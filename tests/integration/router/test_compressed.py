@@ -3,11 +3,13 @@
 The project's own producer with ``KAFKA_COMPRESSION_TYPE`` set (as a compressing ingress
 writes the events topic) publishes events; the router starts one run per event, and a
 replay of the topic reads every one of them again and starts nothing new. The broker's
-log sizes show the batches really are compressed.
+log sizes show the batches really are compressed. A router without the codec libraries
+exits 1 with one line naming the batch, and commits nothing past it.
 """
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 
 import pytest
@@ -19,8 +21,9 @@ from pipeline.stack.settings import StackSettings
 from replay.topic import Replayer, ReplayRange
 from router.settings import RouterSettings
 from schemas import ids
-from tests.support import ROOT, db, routing
+from tests.support import ROOT, db, kafka, routing
 from tests.support import temporal as tsupport
+from tests.support.process import hide_codecs, router_env, spawn_router
 
 N = 20
 
@@ -64,3 +67,26 @@ async def test_router_and_replay_read_batches_a_compressing_producer_wrote(
     report = await Replayer(cfg, RouterSettings(), client=temporal, pool=db_pool).run(rng)
     assert report.complete
     assert report.stats.read == N and report.stats.started == 0
+
+
+async def test_a_router_without_the_codec_exits_1_with_one_line_and_commits_nothing(
+    cfg, db_pool, tmp_path
+):
+    await db.seed_activity(db_pool, "t")
+    bootstrap, topic = cfg.kafka.bootstrap_servers, cfg.kafka.events_topic
+    values = [db.event("t", f"z-{uuid.uuid4().hex[:8]}-{i}") for i in range(3)]
+    kafka.produce_librdkafka(bootstrap, topic, values, "zstd", partition=1)
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    env = router_env(cfg, group, 0, INGEST_LOG_LEVEL="WARNING", **hide_codecs(tmp_path))
+    proc = await spawn_router(env)
+    try:
+        out, _ = await asyncio.wait_for(proc.communicate(), 60)
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+    lines = out.decode(errors="replace").strip().splitlines()
+    assert proc.returncode == 1, lines
+    assert len(lines) == 1, lines  # one line: no traceback, no retry loop
+    assert f"{topic} partition 1 offset 0" in lines[0] and "zstd" in lines[0], lines
+    assert set((await kafka.committed(bootstrap, group, topic)).values()) == {None}
