@@ -7,15 +7,23 @@ transform, shows what stamping itself costs; it is printed and recorded, not jud
 
 Both rates run from the first record out to the last, so the ~3 s consumer-group join
 of a fresh group is not counted for either.
+
+Codecs (``KAFKA_COMPRESSION_TYPE``): ingress runs again over the same raw events with its
+producer compressing lz4 and zstd (``--codecs``), each into a fresh events topic, with
+uncompressed rounds as the baseline, in the order none, lz4, zstd, zstd, lz4, none (so
+drift in the machine's load does not favour one side). It prints each codec's stamped
+rate and the bytes of its events topic on the broker, as ratios to uncompressed.
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import importlib
 import os
 import time
 import uuid
+from statistics import mean
 from typing import Any
 
 from aiokafka import TopicPartition
@@ -24,10 +32,13 @@ from bench.common import drop_env, event, make_env, produce, verdict, write_resu
 from pipeline import kafka, metrics
 from pipeline.clients import ensure_topics
 from pipeline.runtime import Shutdown
-from pipeline.settings import Settings
+from pipeline.settings import KafkaSettings, Settings, build
+from pipeline.stack.kafka import Kafka
+from pipeline.stack.settings import StackSettings
 
 NAME = "ingress"
 TARGET = 0.8
+CODECS = ("lz4", "zstd")
 
 
 def _stamped() -> int:
@@ -52,7 +63,7 @@ async def passthrough(cfg: Settings, n: int) -> float:
     done, first = 0, 0.0
     try:
         while done < n:
-            batch = await consumer.getmany(timeout_ms=500, max_records=500)
+            batch = await kafka.getmany(consumer, timeout_ms=500, max_records=500)
             if not batch:
                 continue
             futs = [
@@ -103,7 +114,7 @@ async def pipelined_passthrough(cfg: Settings, n: int) -> float:
     try:
         while done < n:  # the order of Ingress._loop, with no transform
             wait = 0 if inflight is not None else 500
-            batch = await consumer.getmany(timeout_ms=wait, max_records=500)
+            batch = await kafka.getmany(consumer, timeout_ms=wait, max_records=500)
             nxt = [
                 Outgoing(m, sink, m.key, m.value, list(m.headers or ()))
                 for msgs in batch.values()
@@ -155,7 +166,48 @@ async def ingress_service(cfg: Settings, n: int) -> float:
         await asyncio.wait_for(task, 60)
 
 
-async def run(n: int | None = None) -> dict[str, object] | None:
+def _compressing(cfg: Settings, events_topic: str, codec: str) -> Settings:
+    """``cfg`` with ingress writing ``events_topic``, its producer compressing with ``codec``."""
+    k = build(
+        KafkaSettings,
+        **{**cfg.kafka.model_dump(), "events_topic": events_topic, "compression_type": codec},
+    )
+    return cfg.model_copy(update={"kafka": k})
+
+
+async def codec_rounds(
+    cfg: Settings, n: int, codecs: tuple[str, ...]
+) -> dict[str, dict[str, float]]:
+    """Per codec (and ``none``): ingress's mean stamped rate over its rounds, and the bytes of
+    the events topic of one round on the broker; each codec's ratios to ``none``."""
+    order = ["none", *codecs, *reversed(codecs), "none"]
+    broker = Kafka(StackSettings())
+    rates: dict[str, list[float]] = {}
+    sizes: dict[str, int] = {}
+    for i, codec in enumerate(order):
+        topic = f"{cfg.kafka.events_topic}-{codec}-{i}"
+        await ensure_topics(cfg.kafka, [topic], 3)
+        rates.setdefault(codec, []).append(
+            await ingress_service(_compressing(cfg, topic, codec), n)
+        )
+        if codec not in sizes:
+            sizes[codec] = await asyncio.to_thread(
+                broker.log_size, topic, cfg.kafka.bootstrap_servers
+            )
+    base_rate, base_bytes = mean(rates["none"]), sizes["none"]
+    return {
+        codec: {
+            "per_second": round(mean(rates[codec]), 1),
+            "rounds_per_second": [round(r, 1) for r in rates[codec]],
+            "events_topic_bytes": sizes[codec],
+            "rate_ratio": round(mean(rates[codec]) / base_rate, 3),
+            "bytes_ratio": round(sizes[codec] / base_bytes, 3),
+        }
+        for codec in ("none", *codecs)
+    }
+
+
+async def run(n: int | None = None, codecs: tuple[str, ...] = CODECS) -> dict[str, object] | None:
     try:
         importlib.import_module("ingress.service")
     except ImportError as exc:
@@ -172,6 +224,7 @@ async def run(n: int | None = None) -> dict[str, object] | None:
         raw = await passthrough(env.cfg, n)
         piped = await pipelined_passthrough(env.cfg, n)
         stamped = await ingress_service(env.cfg, n)
+        by_codec = await codec_rounds(env.cfg, n, codecs) if codecs else {}
     finally:
         await drop_env(env)
     ratio = stamped / raw
@@ -183,6 +236,7 @@ async def run(n: int | None = None) -> dict[str, object] | None:
         "ratio": round(ratio, 3),
         "ratio_to_pipelined": round(stamped / piped, 3),
         "target": TARGET,
+        "codecs": by_codec,
     }
     write_result(NAME, figures)
     print(
@@ -193,9 +247,52 @@ async def run(n: int | None = None) -> dict[str, object] | None:
         f"ingress / pipelined passthrough = {stamped / piped:.2f} "
         "(the cost of stamping alone: same delivery and overlap, no transform)"
     )
+    for codec, f in by_codec.items():
+        if codec != "none":
+            base = by_codec["none"]
+            print(
+                f"KAFKA_COMPRESSION_TYPE={codec}: ingress {f['per_second']:,.0f} stamped/s "
+                f"= {f['rate_ratio']:.2f} x uncompressed ({base['per_second']:,.0f}/s); "
+                f"events topic {f['events_topic_bytes']:,} bytes = {f['bytes_ratio']:.2f} x "
+                f"uncompressed ({base['events_topic_bytes']:,})"
+            )
     print(verdict(NAME, ratio, TARGET))
     return figures
 
 
+def _codecs(value: str) -> tuple[str, ...]:
+    names = tuple(c.strip().lower() for c in value.split(",") if c.strip())
+    unknown = [c for c in names if c not in ("gzip", "snappy", "lz4", "zstd")]
+    if unknown:
+        raise argparse.ArgumentTypeError(f"not a codec: {', '.join(unknown)}")
+    return names
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.ingress",
+        description=(
+            "Stamped events/s of the ingress service against a plain aiokafka consume->produce "
+            "passthrough (target >= 0.8) and against a pipelined one, then ingress with its "
+            "producer compressing (KAFKA_COMPRESSION_TYPE): rate and events-topic bytes as "
+            "ratios to uncompressed, all measured in this run on the running local stack. "
+            "Figures go to bench/results/ingress.json."
+        ),
+    )
+    parser.add_argument(
+        "--events",
+        type=int,
+        help="raw events per round (default BENCH_INGRESS_EVENTS or 30000)",
+    )
+    parser.add_argument(
+        "--codecs",
+        type=_codecs,
+        default=CODECS,
+        help="comma-separated codecs to compare with uncompressed (default lz4,zstd; '' skips)",
+    )
+    args = parser.parse_args(argv)
+    asyncio.run(run(args.events, args.codecs))
+
+
 if __name__ == "__main__":
-    asyncio.run(run())
+    main()
