@@ -177,7 +177,7 @@ def _compressing(cfg: Settings, events_topic: str, codec: str) -> Settings:
 
 async def codec_rounds(
     cfg: Settings, n: int, codecs: tuple[str, ...]
-) -> dict[str, dict[str, float]]:
+) -> dict[str, dict[str, Any]]:
     """Per codec (and ``none``): ingress's mean stamped rate over its rounds, and the bytes of
     the events topic of one round on the broker; each codec's ratios to ``none``."""
     order = ["none", *codecs, *reversed(codecs), "none"]
