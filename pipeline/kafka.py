@@ -125,8 +125,10 @@ class UndecodableBatch(Exception):
             if isinstance(cause, UnsupportedCodecError)
             else ""
         )
+        name, text = type(cause).__name__, str(cause)
+        reason = text if text.startswith(name) else f"{name}: {text}"  # aiokafka's say theirs
         super().__init__(
-            f"cannot decode the record batch at {where}: {type(cause).__name__}: {cause}{hint};"
+            f"cannot decode the record batch at {where}: {reason}{hint};"
             " nothing from it on is processed or committed"
         )
 
