@@ -2,7 +2,8 @@
 
 The project's own producer with ``KAFKA_COMPRESSION_TYPE`` set (as a compressing ingress
 writes the events topic) publishes events; the router starts one run per event, and a
-replay of the topic reads every one of them again and starts nothing new. The broker's
+replay of the topic reads every one of them again and starts nothing new; a DLQ re-drive
+reads a compressed DLQ. The broker's
 log sizes show the batches really are compressed. A router without the codec libraries
 exits 1 with one line naming the batch, and commits nothing past it.
 """
@@ -14,10 +15,13 @@ import uuid
 
 import pytest
 
+from ingress.records import restamper
+from ingress.settings import load_ingress_settings
 from pipeline import kafka as pipeline_kafka
 from pipeline.settings import KafkaSettings, build
 from pipeline.stack.kafka import Kafka
 from pipeline.stack.settings import StackSettings
+from replay.dlq import DlqRedriver
 from replay.topic import Replayer, ReplayRange
 from router.settings import RouterSettings
 from schemas import ids
@@ -28,11 +32,17 @@ from tests.support.process import hide_codecs, router_env, spawn_router
 N = 20
 
 
-async def publish(cfg: KafkaSettings, topic: str, values: list[tuple[bytes, bytes]]) -> None:
+async def publish(
+    cfg: KafkaSettings,
+    topic: str,
+    values: list[tuple[bytes, bytes]],
+    headers: list[tuple[str, bytes]] | None = None,
+) -> None:
+    """``values`` (key, value) through the project's own producer built from ``cfg``."""
     producer = pipeline_kafka.producer(cfg)
     await producer.start()
     try:
-        futs = [await producer.send(topic, v, key=k) for k, v in values]
+        futs = [await producer.send(topic, v, key=k, headers=headers) for k, v in values]
         for f in futs:
             await f
     finally:
@@ -67,6 +77,32 @@ async def test_router_and_replay_read_batches_a_compressing_producer_wrote(
     report = await Replayer(cfg, RouterSettings(), client=temporal, pool=db_pool).run(rng)
     assert report.complete
     assert report.stats.read == N and report.stats.started == 0
+
+
+async def test_dlq_redrive_reads_a_dlq_a_compressing_producer_wrote(cfg, temporal, db_pool):
+    activity = await db.seed_activity(db_pool, "t")
+    tag = uuid.uuid4().hex[:8]
+    events = [f"dlq-{tag}-{i}" for i in range(5)]
+    values = [(e.encode(), db.event("t", e)) for e in events]
+    # As the router dead-letters a start it gave up on, with its producer compressing zstd.
+    packed = build(
+        KafkaSettings, bootstrap_servers=cfg.kafka.bootstrap_servers, compression_type="zstd"
+    )
+    headers = [("dlq_reason", b"start_failed"), ("dlq_component", b"router")]
+    await publish(packed, cfg.kafka.dlq_topic, values, headers)
+
+    report = await DlqRedriver(
+        cfg,
+        RouterSettings(),
+        client=temporal,
+        pool=db_pool,
+        restamp=restamper(cfg.kafka, load_ingress_settings),
+        group=f"dlq-{tag}",
+    ).run()
+    assert report.complete and report.extra["dlq_read"] == len(events)
+    assert report.stats.started == len(events)
+    for e in events:
+        assert await tsupport.exists(temporal, ids.event_workflow_id(activity, e)), e
 
 
 async def test_a_router_without_the_codec_exits_1_with_one_line_and_commits_nothing(
