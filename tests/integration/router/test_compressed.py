@@ -5,12 +5,14 @@ writes the events topic) publishes events; the router starts one run per event, 
 replay of the topic reads every one of them again and starts nothing new; a DLQ re-drive
 reads a compressed DLQ. The broker's
 log sizes show the batches really are compressed. A router without the codec libraries
-exits 1 with one line naming the batch, and commits nothing past it.
+exits 1 with one line naming the batch, and commits nothing past it; a replay exits 2 with
+the same line.
 """
 
 from __future__ import annotations
 
 import asyncio
+import sys
 import uuid
 
 import pytest
@@ -126,3 +128,21 @@ async def test_a_router_without_the_codec_exits_1_with_one_line_and_commits_noth
     assert len(lines) == 1, lines  # one line: no traceback, no retry loop
     assert f"{topic} partition 1 offset 0" in lines[0] and "zstd" in lines[0], lines
     assert set((await kafka.committed(bootstrap, group, topic)).values()) == {None}
+
+    # A replay of that topic: the same line, and the exit code of a range it cannot replay.
+    replay = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "replay.cli",
+        "--from-offset",
+        "0",
+        "--dry-run",
+        cwd=ROOT,
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )
+    out, _ = await asyncio.wait_for(replay.communicate(), 60)
+    lines = out.decode(errors="replace").strip().splitlines()
+    assert replay.returncode == 2, lines
+    assert len(lines) == 1 and f"{topic} partition 1 offset 0" in lines[0], lines
