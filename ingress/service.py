@@ -143,6 +143,9 @@ class Ingress:
         except FatalProduceError as exc:
             log.error("fatal produce error, exiting without committing the batch: %s", exc)
             code = 1
+        except kafka.UndecodableBatch as exc:
+            log.error("%s; exiting", exc)  # what came before it is delivered and committed
+            code = 1
         except DrainTimeout as exc:
             log.error("shutdown grace period over before the batch was delivered: %s", exc)
             await self._commit(consumer)  # what was acknowledged
@@ -167,10 +170,17 @@ class Ingress:
         """
         inflight: asyncio.Task[None] | None = None
         committing: asyncio.Task[None] | None = None
+        undecodable: kafka.UndecodableBatch | None = None
         try:
             while not self.shutdown.requested:
                 wait = 0 if inflight is not None else 500
-                batch = await consumer.getmany(timeout_ms=wait, max_records=self.config.batch_size)
+                try:
+                    batch = await kafka.getmany(
+                        consumer, timeout_ms=wait, max_records=self.config.batch_size
+                    )
+                except kafka.UndecodableBatch as exc:
+                    undecodable = exc  # deliver and commit what came before it, then stop
+                    break
                 nxt = await self._prepare(batch) if batch else None
                 acked = inflight is not None
                 if inflight is not None:
@@ -192,6 +202,8 @@ class Ingress:
                 committing = None
             if last:
                 await self._commit_acked(consumer)
+            if undecodable is not None:
+                raise undecodable
         finally:
             if inflight is not None and not inflight.done():
                 inflight.cancel()

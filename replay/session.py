@@ -37,7 +37,8 @@ Ranges = dict[TopicPartition, tuple[int, int]]
 
 
 class ReplayError(IngestError):
-    """The requested range cannot be replayed (unknown topic or partition)."""
+    """The requested range cannot be replayed (unknown topic or partition, a record batch
+    that cannot be decoded)."""
 
 
 @dataclass
@@ -168,6 +169,8 @@ class SessionRunner:
                         dry_run=self.dry_run,
                     )
                     yield Session(consumer, producer, routing, self.dry_run, self.rcfg.ledger, t0)
+                except kafka.UndecodableBatch as exc:
+                    raise ReplayError(str(exc)) from exc
                 finally:
                     await catalog.stop()
             finally:

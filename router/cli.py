@@ -6,7 +6,7 @@ import argparse
 import asyncio
 import logging
 
-from pipeline import logs, settings
+from pipeline import kafka, logs, settings
 from pipeline.clients import Unreachable, routing_clients
 from pipeline.command import Command
 from pipeline.flags import add_flags, overrides
@@ -34,7 +34,10 @@ async def run_router(
         cfg.process.metrics_host, cfg.process.metrics_port, ready=lambda: router.ready
     )
     try:
-        await router.run()
+        await router.run()  # drains and commits what is done, whatever ends it
+    except kafka.UndecodableBatch as exc:
+        log.error("%s; exiting", exc)
+        return 1
     finally:
         if server is not None:
             server.close()

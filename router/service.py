@@ -140,8 +140,8 @@ class Router:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._progress.wait(), 0.5)
                 continue
-            batches = await self.consumer.getmany(
-                timeout_ms=200, max_records=self.rcfg.max_poll_records
+            batches = await kafka.getmany(
+                self.consumer, timeout_ms=200, max_records=self.rcfg.max_poll_records
             )
             for tp, msgs in batches.items():
                 if not msgs:

@@ -9,6 +9,7 @@ once with Maven; ``server.properties`` and the log4j config are written from
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import shutil
 import subprocess
@@ -34,12 +35,56 @@ class Kafka(Service):
 
     def libs(self) -> Path:
         """Fetch the broker jars with Maven once; returns the folder of jars."""
+        return self._fetch("kafka-pom.xml", f"libs-{self.cfg.kafka_version}", "broker jars")
+
+    def tools(self) -> Path:
+        """Fetch Kafka's command-line tools jar (``kafka-tools``, e.g. ``ConsoleProducer``)
+        once; returns its folder. The jar alone: the broker jars of :meth:`libs` hold
+        everything it needs, so the tools run on ``libs()/*`` plus ``tools()/*``. The
+        broker itself never loads it."""
+        self.libs()
+        return self._fetch("kafka-tools-pom.xml", f"tools-{self.cfg.kafka_version}", "tools jar")
+
+    def log_size(self, topic: str, bootstrap: str | None = None) -> int:
+        """Bytes of ``topic``'s log segments on the brokers (every replica), as the
+        brokers report them (``DescribeLogDirs``, through Kafka's ``LogDirsCommand``):
+        what a topic costs on disk, compressed batches as they are stored."""
+        res = subprocess.run(
+            [
+                _java(),
+                "-cp",
+                f"{self.libs()}/*:{self.tools()}/*",
+                "org.apache.kafka.tools.LogDirsCommand",
+                "--describe",
+                "--bootstrap-server",
+                bootstrap or self.address,
+                "--topic-list",
+                topic,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        found = [line for line in res.stdout.splitlines() if line.startswith("{")]
+        if res.returncode != 0 or not found:
+            raise StackError(f"describing the log dirs of {topic} failed:\n{res.stderr[-2000:]}")
+        brokers = json.loads(found[-1])["brokers"]
+        return sum(
+            int(part["size"])
+            for broker in brokers
+            for log_dir in broker["logDirs"]
+            for part in log_dir["partitions"]
+            if part["partition"].rpartition("-")[0] == topic
+        )
+
+    def _fetch(self, pom_template: str, folder: str, what: str) -> Path:
+        """The jars a pom from the templates names, copied into ``folder`` once."""
         version = self.cfg.kafka_version
         return copy_jars(
-            self.home / "pom.xml",
-            template("kafka-pom.xml").format(version=version),
-            self.home / f"libs-{version}",
-            f"the Kafka {version} broker jars",
+            self.home / pom_template,
+            template(pom_template).format(version=version),
+            self.home / folder,
+            f"the Kafka {version} {what}",
             "check network access to Maven Central or set INGEST_STACK_KAFKA_VERSION",
         )
 

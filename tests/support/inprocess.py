@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import asyncpg
@@ -25,6 +25,11 @@ class Groups:
 
     ingress: str
     router: str
+    tasks: tuple[asyncio.Task[Any], ...] = ()  # ingress, router, worker
+
+    def assert_running(self) -> None:
+        """None of the three has stopped (a crash would otherwise show only as a timeout)."""
+        assert not any(t.done() for t in self.tasks), "a pipeline process stopped"
 
 
 @asynccontextmanager
@@ -48,7 +53,7 @@ async def pipeline(cfg: Any, temporal: Any, pool: asyncpg.Pool, tag: str) -> Asy
         run_worker(cfg, shutdown, client=temporal, pool=pool, worker_settings=WorkerSettings())
     )
     try:
-        yield groups
+        yield replace(groups, tasks=(ingress, routing, worker))
     finally:
         shutdown.trigger()
         codes = await asyncio.wait_for(asyncio.gather(ingress, routing, worker), 60)
