@@ -7,7 +7,8 @@ permanent one by ``retriable``, as aiokafka's ``KafkaError`` does:
 
 * schemas: ``envelope.EnvelopeError`` (bad input; also a ``ValueError``).
 * pipeline: ``settings.ConfigError`` (``runtime.BindError``), ``clients.Unreachable``
-  (retriable), ``kafka.UndecodableBatch`` (a record batch no codec here decodes), ``stack.procs.StackError``, ``starter.StartRejected``,
+  (retriable), ``kafka.UndecodableBatch`` (a record batch no codec here decodes),
+  ``stack.procs.StackError``, ``starter.StartRejected``,
   ``starter.ShutdownRequested``.
 * ingress: ``stamping.StampError``, ``delivery.FatalProduceError``,
   ``delivery.DrainTimeout`` (retriable).
