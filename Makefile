@@ -1,5 +1,7 @@
 # The two commands a newcomer needs:  make run   and   make test
-# Everything else (Python deps, Kafka jars, Temporal CLI, PostgreSQL) is installed here.
+# Everything else is installed here: the system packages (system-deps: Java, Maven,
+# Chromium and its driver, Prometheus, with apt), then Python deps, Kafka jars,
+# Temporal CLI and PostgreSQL.
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
@@ -7,7 +9,12 @@ BIN := $(VENV)/bin
 PYTEST_ARGS ?=
 TYPED := pipeline schemas router replay ingress workers scheduler definitions ops
 
-.PHONY: install run test faults bench lint stack-up stack-down stack-status clean
+.PHONY: system-deps install run test faults bench lint stack-up stack-down stack-status clean
+
+# The system packages, installed with apt when missing (root); without root or apt it
+# stops with one line naming what is missing and how to install it.
+system-deps:
+	@PYTHON=$(PYTHON) deploy/local/system-deps.sh
 
 install: $(VENV)/.installed
 
@@ -18,7 +25,7 @@ $(VENV)/.installed: pyproject.toml
 	$(BIN)/python -m pip install -q -e '.[dev]'
 	@touch $@
 
-stack-up: install
+stack-up: system-deps install
 	$(BIN)/ingest stack up
 
 stack-down:
@@ -28,12 +35,12 @@ stack-status:
 	$(BIN)/ingest stack status
 
 # Run the pipeline on the local stack in the foreground; Ctrl-C stops it cleanly.
-run: stack-up
+run: system-deps stack-up
 	$(BIN)/ingest migrate
 	$(BIN)/ingest run --seed-demo
 
 # The test suite against the real local stack (CI runs exactly this).
-test: stack-up
+test: system-deps stack-up
 	$(BIN)/ruff check .
 	$(BIN)/mypy $(TYPED)
 	FAULTS_REPORT=1 $(BIN)/pytest -q -m "not slow" $(PYTEST_ARGS)

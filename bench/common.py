@@ -102,6 +102,7 @@ def process_env(
         "KAFKA_EVENTS_TOPIC": events_topic,
         "KAFKA_DLQ_TOPIC": cfg.kafka.dlq_topic,
         "TEMPORAL_ADDRESS": cfg.temporal.address,
+        "TEMPORAL_NAMESPACE": cfg.temporal.namespace,
         "TEMPORAL_TASK_QUEUE": task_queue,
         "DATABASE_URL": cfg.database.url.get_secret_value(),
         "INGEST_ROUTER_GROUP": group,
@@ -120,7 +121,7 @@ async def spawn(
         return await asyncio.create_subprocess_exec(
             sys.executable,
             "-m",
-            "pipeline.cli",
+            "app.cli",
             kind,
             env=environ,
             stdout=out,

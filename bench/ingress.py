@@ -7,27 +7,39 @@ transform, shows what stamping itself costs; it is printed and recorded, not jud
 
 Both rates run from the first record out to the last, so the ~3 s consumer-group join
 of a fresh group is not counted for either.
+
+Codecs (``KAFKA_COMPRESSION_TYPE``): ingress runs again over the same raw events with its
+producer compressing lz4 and zstd (``--codecs``), each into a fresh events topic, with
+uncompressed rounds as the baseline, in the order none, lz4, zstd, zstd, lz4, none (so
+drift in the machine's load does not favour one side). It prints each codec's stamped
+rate and the bytes of its events topic on the broker, as ratios to uncompressed.
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import importlib
 import os
 import time
 import uuid
+from statistics import mean
 from typing import Any
 
 from aiokafka import TopicPartition
 
+from bench.cli import parse_args
 from bench.common import drop_env, event, make_env, produce, verdict, write_result
 from pipeline import kafka, metrics
 from pipeline.clients import ensure_topics
 from pipeline.runtime import Shutdown
-from pipeline.settings import Settings
+from pipeline.settings import KafkaSettings, Settings, build
+from pipeline.stack.kafka import Kafka
+from pipeline.stack.settings import StackSettings
 
 NAME = "ingress"
 TARGET = 0.8
+CODECS = ("lz4", "zstd")
 
 
 def _stamped() -> int:
@@ -52,7 +64,7 @@ async def passthrough(cfg: Settings, n: int) -> float:
     done, first = 0, 0.0
     try:
         while done < n:
-            batch = await consumer.getmany(timeout_ms=500, max_records=500)
+            batch = await kafka.getmany(consumer, timeout_ms=500, max_records=500)
             if not batch:
                 continue
             futs = [
@@ -103,7 +115,7 @@ async def pipelined_passthrough(cfg: Settings, n: int) -> float:
     try:
         while done < n:  # the order of Ingress._loop, with no transform
             wait = 0 if inflight is not None else 500
-            batch = await consumer.getmany(timeout_ms=wait, max_records=500)
+            batch = await kafka.getmany(consumer, timeout_ms=wait, max_records=500)
             nxt = [
                 Outgoing(m, sink, m.key, m.value, list(m.headers or ()))
                 for msgs in batch.values()
@@ -155,7 +167,80 @@ async def ingress_service(cfg: Settings, n: int) -> float:
         await asyncio.wait_for(task, 60)
 
 
-async def run(n: int | None = None) -> dict[str, object] | None:
+def _compressing(cfg: Settings, events_topic: str, codec: str) -> Settings:
+    """``cfg`` with ingress writing ``events_topic``, its producer compressing with ``codec``."""
+    k = build(
+        KafkaSettings,
+        **{**cfg.kafka.model_dump(), "events_topic": events_topic, "compression_type": codec},
+    )
+    return cfg.model_copy(update={"kafka": k})
+
+
+def encode_us_per_event(codec: str, n: int = 500, reps: int = 20) -> float:
+    """CPU to compress one batch of ``n`` stamped benchmark events with the encoder aiokafka's
+    producer uses for ``codec`` (its default levels: lz4 9, zstd 3), per event, best of
+    ``reps``: what the codec adds to ingress's work per event, free of the machine's load."""
+    from aiokafka import codec as codecs
+
+    payload = b"".join(event("bench.raw", str(uuid.uuid4()), i) for i in range(n))
+    encode = getattr(codecs, f"{codec}_encode")
+    best = float("inf")
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        encode(payload)
+        best = min(best, time.perf_counter() - t0)
+    return best / n * 1e6
+
+
+async def codec_rounds(
+    cfg: Settings, n: int, codecs: tuple[str, ...], pairs: int = 2
+) -> dict[str, dict[str, Any]]:
+    """Ingress over the same raw events once per codec and ``none``, forwards then backwards,
+    ``pairs`` times (none, lz4, zstd, zstd, lz4, none, ...), each round into a fresh events
+    topic. Per codec: the best and the mean stamped rate of its rounds, this process's CPU
+    per event (ingress runs in it; the least load-dependent figure on a shared machine), and
+    the bytes of its events topic on the broker; and each as a ratio to ``none``. Also the
+    codec's own encoding cost per event (:func:`encode_us_per_event`) and its share of
+    ingress's CPU per event uncompressed."""
+    order = ["none", *codecs, *reversed(codecs), "none"] * pairs
+    broker = Kafka(StackSettings())
+    rates: dict[str, list[float]] = {}
+    cpu: dict[str, list[float]] = {}
+    sizes: dict[str, int] = {}
+    for i, codec in enumerate(order):
+        topic = f"{cfg.kafka.events_topic}-{codec}-{i}"
+        await ensure_topics(cfg.kafka, [topic], 3)
+        used = time.process_time()
+        rates.setdefault(codec, []).append(
+            await ingress_service(_compressing(cfg, topic, codec), n)
+        )
+        cpu.setdefault(codec, []).append((time.process_time() - used) / n * 1e6)
+        if codec not in sizes:
+            sizes[codec] = await asyncio.to_thread(
+                broker.log_size, topic, cfg.kafka.bootstrap_servers
+            )
+
+    def figures(codec: str) -> dict[str, Any]:
+        base = "none"
+        encode = encode_us_per_event(codec) if codec != base else 0.0
+        return {
+            "encode_us_per_event": round(encode, 3),
+            "encode_share_of_ingress_cpu": round(encode / min(cpu[base]), 4),
+            "best_per_second": round(max(rates[codec]), 1),
+            "mean_per_second": round(mean(rates[codec]), 1),
+            "rounds_per_second": [round(r, 1) for r in rates[codec]],
+            "cpu_us_per_event": round(min(cpu[codec]), 2),
+            "events_topic_bytes": sizes[codec],
+            "rate_ratio": round(max(rates[codec]) / max(rates[base]), 3),
+            "mean_rate_ratio": round(mean(rates[codec]) / mean(rates[base]), 3),
+            "cpu_ratio": round(min(cpu[codec]) / min(cpu[base]), 3),
+            "bytes_ratio": round(sizes[codec] / sizes[base], 3),
+        }
+
+    return {codec: figures(codec) for codec in ("none", *codecs)}
+
+
+async def run(n: int | None = None, codecs: tuple[str, ...] = CODECS) -> dict[str, object] | None:
     try:
         importlib.import_module("ingress.service")
     except ImportError as exc:
@@ -172,6 +257,7 @@ async def run(n: int | None = None) -> dict[str, object] | None:
         raw = await passthrough(env.cfg, n)
         piped = await pipelined_passthrough(env.cfg, n)
         stamped = await ingress_service(env.cfg, n)
+        by_codec = await codec_rounds(env.cfg, n, codecs) if codecs else {}
     finally:
         await drop_env(env)
     ratio = stamped / raw
@@ -183,6 +269,7 @@ async def run(n: int | None = None) -> dict[str, object] | None:
         "ratio": round(ratio, 3),
         "ratio_to_pipelined": round(stamped / piped, 3),
         "target": TARGET,
+        "codecs": by_codec,
     }
     write_result(NAME, figures)
     print(
@@ -193,9 +280,54 @@ async def run(n: int | None = None) -> dict[str, object] | None:
         f"ingress / pipelined passthrough = {stamped / piped:.2f} "
         "(the cost of stamping alone: same delivery and overlap, no transform)"
     )
+    for codec, f in by_codec.items():
+        if codec != "none":
+            base = by_codec["none"]
+            print(
+                f"KAFKA_COMPRESSION_TYPE={codec}: ingress {f['best_per_second']:,.0f} stamped/s "
+                f"(best round) = {f['rate_ratio']:.2f} x uncompressed "
+                f"({base['best_per_second']:,.0f}/s; means {f['mean_rate_ratio']:.2f} x); "
+                f"CPU {f['cpu_us_per_event']:.1f} us/event = {f['cpu_ratio']:.2f} x; encoding "
+                f"alone {f['encode_us_per_event']:.2f} us/event "
+                f"({f['encode_share_of_ingress_cpu']:.1%} of uncompressed); events topic "
+                f"{f['events_topic_bytes']:,} bytes = {f['bytes_ratio']:.2f} x "
+                f"({base['events_topic_bytes']:,})"
+            )
     print(verdict(NAME, ratio, TARGET))
     return figures
 
 
+def _codecs(value: str) -> tuple[str, ...]:
+    names = tuple(c.strip().lower() for c in value.split(",") if c.strip())
+    unknown = [c for c in names if c not in ("gzip", "snappy", "lz4", "zstd")]
+    if unknown:
+        raise argparse.ArgumentTypeError(f"not a codec: {', '.join(unknown)}")
+    return names
+
+
+def _flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--events",
+        type=int,
+        help="raw events per round (default BENCH_INGRESS_EVENTS or 30000)",
+    )
+    parser.add_argument(
+        "--codecs",
+        type=_codecs,
+        default=CODECS,
+        help="comma-separated codecs to compare with uncompressed (default lz4,zstd; '' skips)",
+    )
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(
+        __doc__,
+        {"BENCH_INGRESS_EVENTS": "events published to the raw topic (default 30000)"},
+        flags=_flags,
+        argv=argv,
+    )
+    asyncio.run(run(args.events, args.codecs))
+
+
 if __name__ == "__main__":
-    asyncio.run(run())
+    main()

@@ -9,6 +9,7 @@ import time
 import uuid
 
 from bench import baselines
+from bench.cli import parse_args
 from bench.common import drop_env, event, make_env, seed_activity, verdict, wait_until, write_result
 from pipeline import kafka
 from pipeline.runtime import Shutdown
@@ -110,4 +111,8 @@ async def run(ceiling: float | None = None) -> dict[str, object]:
 
 
 if __name__ == "__main__":
+    parse_args(
+        __doc__,
+        {"BENCH_LATENCY_SECONDS": "how long events are fed (default 20)"},
+    )
     asyncio.run(run())

@@ -15,6 +15,7 @@ import sys
 import time
 from pathlib import Path
 
+from bench.cli import parse_args
 from bench.common import drop_env, make_env, verdict, write_result
 from bench.replay_duplicates import prepare_routed
 
@@ -35,7 +36,7 @@ async def child() -> None:
 
     cfg = settings.load_settings(process__metrics_port=0)
     pool = await db.create_pool(cfg.database.url.get_secret_value(), 1, 10)
-    client = await Client.connect(cfg.temporal.address)
+    client = await Client.connect(cfg.temporal.address, namespace=cfg.temporal.namespace)
     proc = psutil.Process()
     gc.collect()
     base = proc.memory_info().rss
@@ -82,6 +83,7 @@ async def run(n: int | None = None) -> dict[str, object]:
             "KAFKA_EVENTS_TOPIC": k.events_topic,
             "KAFKA_DLQ_TOPIC": k.dlq_topic,
             "TEMPORAL_ADDRESS": env.cfg.temporal.address,
+            "TEMPORAL_NAMESPACE": env.cfg.temporal.namespace,
             "TEMPORAL_TASK_QUEUE": env.cfg.temporal.task_queue,
             "DATABASE_URL": env.cfg.database.url.get_secret_value(),
         }
@@ -108,7 +110,14 @@ async def run(n: int | None = None) -> dict[str, object]:
 
 
 if __name__ == "__main__":
-    if sys.argv[1:] == ["child"]:
+    args = parse_args(
+        __doc__,
+        {"BENCH_MEMORY_EVENTS": "already-routed events replayed (default 100000)"},
+        flags=lambda p: p.add_argument(
+            "role", nargs="?", choices=["child"], help="internal: the replaying child process"
+        ),
+    )
+    if args.role == "child":
         asyncio.run(child())
     else:
         asyncio.run(run())

@@ -22,6 +22,7 @@ import time
 import uuid
 from typing import Any
 
+from bench.cli import parse_args
 from bench.common import Env, drop_env, make_env, start_worker, write_result
 from definitions import store as activity_store
 from schemas.definitions import ActivityDef, EventTrigger, ResourceDef, TaskDef
@@ -30,7 +31,7 @@ from schemas.workflow_io import RunActivityInput
 from workers.parts import core_part
 from workers.permits import store
 from workers.permits.part import permit_part
-from workers.workflows import RunActivityWorkflow
+from workers.run_workflow import RunActivityWorkflow
 
 
 async def _activity(env: Env, task: dict[str, Any]) -> str:
@@ -135,4 +136,11 @@ async def run(sequential: int | None = None, tasks: int | None = None) -> dict[s
 
 
 if __name__ == "__main__":
+    parse_args(
+        __doc__,
+        {
+            "BENCH_PERMITS_SEQUENTIAL": "one-task runs for the latency figure (default 20)",
+            "BENCH_PERMITS_TASKS": "tasks of the one throughput run (default 100)",
+        },
+    )
     asyncio.run(run())

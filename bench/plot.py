@@ -12,6 +12,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from bench.cli import parse_args
 from bench.common import RESULTS
 
 COMMITTED = Path(__file__).resolve().parent / "throughput.png"
@@ -88,4 +89,5 @@ def plot() -> Path | None:
 
 
 if __name__ == "__main__":
+    parse_args(__doc__, stack=False)
     plot()

@@ -15,6 +15,7 @@ import time
 import uuid
 
 from bench import baselines
+from bench.cli import parse_args
 from bench.common import (
     Env,
     drop_env,
@@ -100,4 +101,11 @@ async def run(n: int | None = None) -> dict[str, object]:
 
 
 if __name__ == "__main__":
+    parse_args(
+        __doc__,
+        {
+            "BENCH_REPLAY_EVENTS": "already-routed events replayed (default 20000)",
+            "BENCH_RAW_DUPS": "duplicate starts for the raw rejection rate (default 1000)",
+        },
+    )
     asyncio.run(run())

@@ -12,6 +12,7 @@ import time
 import uuid
 
 from bench import baselines
+from bench.cli import parse_args
 from bench.common import (
     Env,
     Sampler,
@@ -101,4 +102,11 @@ async def run(n: int | None = None) -> dict[str, object]:
 
 
 if __name__ == "__main__":
+    parse_args(
+        __doc__,
+        {
+            "BENCH_ROUTER_EVENTS": "events the router turns into starts (default 3000)",
+            "BENCH_RAW_STARTS": "direct starts for the raw ceiling (default 1000)",
+        },
+    )
     asyncio.run(run())

@@ -11,6 +11,7 @@ import time
 from typing import Any
 
 from bench import ingress, latency, memory, permits, plot, replay_duplicates, router_fresh, scale
+from bench.cli import parse_args
 from bench.common import write_result
 from bench.e2e import run as e2e
 
@@ -62,4 +63,5 @@ async def main() -> None:
 
 
 if __name__ == "__main__":
+    parse_args(__doc__ + "\nEach benchmark's own variables: python -m bench.<name> --help.")
     asyncio.run(main())

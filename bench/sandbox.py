@@ -26,10 +26,13 @@ import pstats
 import time
 from typing import Any
 
+from bench.cli import parse_args
 from bench.common import write_result
 from bench.e2e.bare import BareChild, BareParent
-from workers.sandbox import DirectContexts, instance_details, reloaded_modules, workflow_runner
-from workers.workflows import RunActivityWorkflow, TaskInstanceWorkflow
+from tests.support.sandbox import instance_details, reloaded_modules
+from workers.run_workflow import RunActivityWorkflow
+from workers.sandbox import DirectContexts, workflow_runner
+from workers.task_workflow import TaskInstanceWorkflow
 
 NAME = "sandbox"
 CLASSES = (RunActivityWorkflow, TaskInstanceWorkflow, BareParent, BareChild)
@@ -103,4 +106,12 @@ async def run(k: int | None = None) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
+    parse_args(
+        __doc__,
+        {
+            "BENCH_SANDBOX_INSTANCES": "sandboxed instances per workflow class (default 200)",
+            "BENCH_SANDBOX_PROFILE": "1: add a cProfile of the reloading runner",
+        },
+        stack=False,
+    )
     asyncio.run(run())

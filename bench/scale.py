@@ -18,6 +18,7 @@ import signal
 import time
 import uuid
 
+from bench.cli import parse_args
 from bench.common import (
     Env,
     drop_env,
@@ -101,4 +102,8 @@ async def run(n: int | None = None) -> dict[str, object]:
 
 
 if __name__ == "__main__":
+    parse_args(
+        __doc__,
+        {"BENCH_SCALE_EVENTS": "events per layout (default 600)"},
+    )
     asyncio.run(run())

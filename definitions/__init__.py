@@ -2,8 +2,10 @@
 
 * :mod:`definitions.files`: a JSON/YAML activities file -> validated definitions,
   naming every bad field;
-* :mod:`definitions.store`: the ``activities`` table (the one upsert);
-* :mod:`definitions.cli`: ``ingest activities apply|list``.
+* :mod:`definitions.store`: the ``activities`` table (the one upsert).
+
+``ingest activities apply|list`` is :mod:`app.activities_cmd` (it also reconciles
+schedules and permit resources, so it sits above scheduler and workers).
 
 The models themselves are in :mod:`schemas.definitions`.
 """

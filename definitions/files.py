@@ -8,6 +8,7 @@ which it inserts after ``trigger``) left out because it is not in the file.
 from __future__ import annotations
 
 import json
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
@@ -15,11 +16,12 @@ import yaml
 from pydantic import ValidationError
 
 from schemas.definitions import ActivityFile
+from schemas.errors import IngestError
 
 _TAGS = {"cron", "event"}
 
 
-class FileError(Exception):
+class FileError(IngestError):
     """The file is unreadable or invalid; ``problems`` holds one line per bad field."""
 
     def __init__(self, problems: list[str]) -> None:
@@ -66,3 +68,21 @@ def load(path: Path) -> ActivityFile:
     except OSError as exc:
         raise FileError([f"(file): {exc}"]) from None
     return parse(text, path.suffix.lower())
+
+
+def check_task_types(parsed: ActivityFile, known: Collection[str]) -> None:
+    """Raise :class:`FileError` naming each task whose type no handler serves.
+
+    ``known``: the task types the workers run; the caller (the command) knows them,
+    so this module stays free of the worker's handler registry.
+    """
+    names = ", ".join(sorted(known))
+    problems = [
+        f"activities[{i}].tasks[{j}].type: no handler serves task type {task.type!r}"
+        f" (known: {names})"
+        for i, act in enumerate(parsed.activities)
+        for j, task in enumerate(act.tasks)
+        if task.type not in known
+    ]
+    if problems:
+        raise FileError(problems)

@@ -97,8 +97,9 @@ def _flags(p: argparse.ArgumentParser) -> None:
         "--max-event-bytes",
         type=int,
         help=(
-            "raw messages larger than this go to the DLQ with reason too_large "
-            "(env INGEST_MAX_EVENT_BYTES, default 1000000)"
+            "messages larger than this, raw or once stamped, go to the DLQ with reason "
+            "too_large (env INGEST_MAX_EVENT_BYTES, default 1000000; the router reads the "
+            "same variable: a flag here must match it)"
         ),
     )
 

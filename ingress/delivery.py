@@ -29,17 +29,21 @@ from aiokafka.errors import MessageSizeTooLargeError, RecordTooLargeError
 
 from ingress.records import Outgoing, to_dlq
 from pipeline.kafka import is_retriable, key_partition
+from pipeline.retry import BACKOFF_INITIAL, BACKOFF_MAX, backoff
 from schemas.envelope import R_TOO_LARGE
+from schemas.errors import IngestError
 
 log = logging.getLogger(__name__)
 
 
-class FatalProduceError(Exception):
+class FatalProduceError(IngestError):
     """A produce failure that retrying will not fix."""
 
 
-class DrainTimeout(Exception):
+class DrainTimeout(IngestError):
     """Shutdown was requested and the batch could not be delivered within the grace period."""
+
+    retriable = True  # the batch stays uncommitted: the next owner delivers it
 
 
 def is_too_large(exc: BaseException) -> bool:
@@ -171,8 +175,8 @@ async def deliver(
     on_acked: Callable[[list[Outgoing]], None],
     give_up: Callable[[], bool],
     sleep: Callable[[float], Awaitable[object]] = asyncio.sleep,
-    backoff_min: float = 0.2,
-    backoff_max: float = 10.0,
+    backoff_min: float = BACKOFF_INITIAL,
+    backoff_max: float = BACKOFF_MAX,
     batch_record_max: int = BATCH_RECORD_MAX,
 ) -> None:
     """Return once every record (or its DLQ replacement) is acknowledged.
@@ -185,7 +189,8 @@ async def deliver(
     """
     pending: list[Outgoing] = records
     singles: list[Outgoing] = []
-    delay = backoff_min
+    delays = backoff(backoff_min, backoff_max)
+    delay = next(delays)
     while pending or singles:
         results = await _send_round(producer, pending, singles, batch_record_max)
         pending, singles = [], []
@@ -219,4 +224,4 @@ async def deliver(
                 delay,
             )
             await sleep(delay)
-            delay = min(delay * 2, backoff_max)
+            delay = next(delays)

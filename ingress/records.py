@@ -23,6 +23,7 @@ from schemas.envelope import (
     encode,
     parse,
     plain_event_id,
+    too_large,
     with_event_id_json,
 )
 
@@ -44,8 +45,9 @@ class Outgoing(NamedTuple):
 
     ``reason`` is None for a stamped event and the DLQ reason otherwise;
     ``label`` is the ``pipeline_events_stamped_total`` strategy label of an event.
-    A NamedTuple, not a frozen dataclass: one is built per event and a frozen
-    dataclass's ``__init__`` costs about 2 µs of ingress's per-event budget.
+    A NamedTuple, not a frozen dataclass: one is built per event, and a frozen
+    dataclass's ``__init__`` (an ``object.__setattr__`` per field) is several times
+    dearer than a tuple's (figures: docs/benchmarks.md).
     """
 
     source: ConsumerRecord
@@ -151,12 +153,14 @@ def transform_all(
                     event_id = strategy.derive(msg)
                 label, label_bytes = stamped_label, stamped_label_bytes
                 value = with_event_id_json(value, event_id)
+                if len(value) > max_bytes:  # the router's limit applies to what leaves
+                    raise too_large(len(value), max_bytes, "stamped")
             else:
                 label, label_bytes = EXISTING, existing_label_bytes
             headers = [(k, v) for k, v in hdrs if k not in _OURS] if hdrs else []
             headers.append((H_STAMP, label_bytes))
             headers.append((H_SOURCE, coordinates))
-            # Outgoing(...) without its Python-level __new__: a third of a µs per event.
+            # Outgoing(...) without its Python-level __new__ (no argument parsing per event).
             append(_new_tuple(Outgoing, (msg, events_topic, event_id.encode(), value, headers,
                                          None, label)))  # fmt: skip
         except (EnvelopeError, StampError) as exc:
@@ -178,6 +182,8 @@ def _full(msg: ConsumerRecord, strategy: Strategy, events_topic: str, max_bytes:
     env = parse(msg.value, msg.headers, max_bytes=max_bytes, check_serialisable=False)
     env, label = stamp(env, msg, strategy)
     value = encode(env)
+    if len(value) > max_bytes:  # stamping and re-serialising can grow it past the router's limit
+        raise too_large(len(value), max_bytes, "stamped")
     assert env.event_id is not None
     headers = [(k, v) for k, v in env.headers if k not in _OURS] if env.headers else []
     headers.append((H_STAMP, _label_bytes(label)))

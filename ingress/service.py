@@ -24,18 +24,21 @@ import logging
 import time
 from collections.abc import Callable
 
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.errors import CommitFailedError, IllegalStateError, KafkaError
 from aiokafka.structs import ConsumerRecord, TopicPartition
 
+from ingress import records, stamping
 from ingress.acks import BatchAcks
 from ingress.delivery import DrainTimeout, FatalProduceError, deliver
 from ingress.records import COMPONENT, Outgoing, transform_all
 from ingress.settings import IngressSettings
 from ingress.stamping import Strategy
 from pipeline import kafka, metrics
+from pipeline.rebalance import Delegating
 from pipeline.runtime import Shutdown, serve_http
 from pipeline.settings import Settings
+from schemas import envelope
 
 log = logging.getLogger(__name__)
 
@@ -53,15 +56,20 @@ def raw_topics(settings: Settings) -> list[str]:
     return topics
 
 
-class _Rebalance(ConsumerRebalanceListener):  # type: ignore[misc]
-    def __init__(self, ingress: Ingress) -> None:
-        self._ingress = ingress
+# Every reason ingress may dead-letter with: the envelope's, the stamping strategies',
+# and its own internal error.
+DLQ_REASONS = (
+    metrics.declared(envelope, "R_") | metrics.declared(stamping, "R_") | {records.R_INTERNAL}
+)
 
-    async def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
-        await self._ingress.on_revoked(set(revoked))
 
-    async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
-        log.info("assigned %s", sorted(f"{tp.topic}/{tp.partition}" for tp in assigned))
+def start_metrics_at_zero(settings: Settings, strategy: Strategy) -> None:
+    """Every series ingress counts, at 0 from the start (see :mod:`pipeline.metrics`)."""
+    metrics.start_at_zero(
+        metrics.EVENTS_CONSUMED, component=[COMPONENT], topic=raw_topics(settings)
+    )
+    metrics.start_at_zero(metrics.EVENTS_STAMPED, strategy=[strategy.label, stamping.EXISTING])
+    metrics.start_at_zero(metrics.DLQ_MESSAGES, component=[COMPONENT], reason=DLQ_REASONS)
 
 
 class Ingress:
@@ -112,7 +120,7 @@ class Ingress:
     async def run(self) -> int:
         producer = self._producer_factory()
         consumer = self._consumer_factory()
-        consumer.subscribe(topics=self.topics, listener=_Rebalance(self))
+        consumer.subscribe(topics=self.topics, listener=Delegating(self.on_revoked))
         self._consumer = consumer
         started: list[AIOKafkaConsumer | AIOKafkaProducer] = []
         code = 0
@@ -134,6 +142,9 @@ class Ingress:
             log.info("shutdown: last batch committed, stopping")
         except FatalProduceError as exc:
             log.error("fatal produce error, exiting without committing the batch: %s", exc)
+            code = 1
+        except kafka.UndecodableBatch as exc:
+            log.error("%s; exiting", exc)  # what came before it is delivered and committed
             code = 1
         except DrainTimeout as exc:
             log.error("shutdown grace period over before the batch was delivered: %s", exc)
@@ -159,10 +170,17 @@ class Ingress:
         """
         inflight: asyncio.Task[None] | None = None
         committing: asyncio.Task[None] | None = None
+        undecodable: kafka.UndecodableBatch | None = None
         try:
             while not self.shutdown.requested:
                 wait = 0 if inflight is not None else 500
-                batch = await consumer.getmany(timeout_ms=wait, max_records=self.config.batch_size)
+                try:
+                    batch = await kafka.getmany(
+                        consumer, timeout_ms=wait, max_records=self.config.batch_size
+                    )
+                except kafka.UndecodableBatch as exc:
+                    undecodable = exc  # deliver and commit what came before it, then stop
+                    break
                 nxt = await self._prepare(batch) if batch else None
                 acked = inflight is not None
                 if inflight is not None:
@@ -184,13 +202,15 @@ class Ingress:
                 committing = None
             if last:
                 await self._commit_acked(consumer)
+            if undecodable is not None:
+                raise undecodable
         finally:
             if inflight is not None and not inflight.done():
                 inflight.cancel()
                 await asyncio.gather(inflight, return_exceptions=True)
             if committing is not None:
                 # What it commits is acknowledged: let it finish (a fatal error then
-                # exits without committing its own batch, as before).
+                # exits without committing its own batch, which the next owner redelivers).
                 await asyncio.gather(committing, return_exceptions=True)
             self._outstanding = 0
             self._idle.set()
@@ -348,6 +368,7 @@ async def run_ingress(
 
     cfg = config or load_ingress_settings()
     ingress = Ingress(settings, cfg, shutdown, strategy=strategy)
+    start_metrics_at_zero(settings, ingress.strategy)
     server = None
     if serve:
         server = await serve_http(

@@ -24,7 +24,8 @@ class IngressSettings(BaseSettings):
     group: str = "ingest-ingress"
     # source | content | header:NAME (see ingress.stamping).
     strategy: str = "source"
-    # Raw messages larger than this go to the DLQ with reason too_large.
+    # Raw messages larger than this, and events stamping makes larger, go to the DLQ with
+    # reason too_large: the router reads the same limit (schemas.envelope.MAX_EVENT_BYTES).
     max_event_bytes: int = Field(MAX_EVENT_BYTES, ge=1, alias="INGEST_MAX_EVENT_BYTES")
     # Most messages fetched per batch; a batch is produced, acknowledged, then committed.
     batch_size: int = Field(500, ge=1, le=100_000)

@@ -17,8 +17,9 @@ redelivery, so it is never used. The strategies:
   reason ``missing_event_id_header``: silently falling back to another strategy
   would mint ids the producer never asked for and could not reproduce.
 
-An event that already has an id (our ``event_id``, CloudEvents ``id``/``ce_id``)
-keeps it untouched whatever the strategy; it counts as strategy ``existing``.
+An event that already has an id keeps it whatever the strategy, and counts as
+strategy ``existing``: our ``event_id`` untouched, or a CloudEvent's, which the
+parser derives from its ``source`` + ``id`` (:func:`schemas.ids.cloudevent_event_id`).
 """
 
 from __future__ import annotations
@@ -31,13 +32,14 @@ from aiokafka.structs import ConsumerRecord
 
 from pipeline.kafka import header
 from schemas.envelope import Envelope
+from schemas.errors import IngestError
 from schemas.ids import content_event_id, source_event_id, source_event_id_of
 
 R_MISSING_EVENT_ID_HEADER = "missing_event_id_header"
 EXISTING = "existing"
 
 
-class StampError(Exception):
+class StampError(IngestError):
     """The message cannot be given an id; ``reason`` is the DLQ reason."""
 
     def __init__(self, reason: str, detail: str) -> None:

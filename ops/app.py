@@ -4,8 +4,10 @@ Every ``/api`` route needs ``Authorization: Bearer <INGEST_OPS_TOKEN>``
 (``ops.auth``). Unauthenticated: ``/`` (the console page: static, it holds no
 data and asks for the token), ``/healthz``, ``/readyz``, and the OpenAPI schema
 and docs (``/openapi.json``, ``/docs``: the API's shape, no data). Errors answer
-``{"detail": ..., "field": ...}``: 400 names the bad field, 404 the unknown id,
-409 the state that forbids the action.
+``{"detail": ..., "field": ...}`` (``ops.models.ErrorBody``): 400 names the bad field,
+404 the unknown id, 409 the state that forbids the action, 503 Temporal or a worker
+that did not answer in time, 500 anything unexpected (logged). Every answer's body is
+a model in ``ops.models``, so the OpenAPI schema names each field.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import uuid
 from dataclasses import dataclass
 from datetime import datetime
 from importlib import resources
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 import asyncpg
 from fastapi import APIRouter, Depends, FastAPI, Query, Request
@@ -26,9 +28,23 @@ from temporalio.client import Client
 from ops import approvals, dlq, gauges, store, tasks
 from ops.auth import TokenGuard
 from ops.errors import ApiError, BadField, NotFound
+from ops.models import (
+    ActionResult,
+    AuthInfo,
+    DlqPeek,
+    ErrorBody,
+    PermitList,
+    ReplayReport,
+    RunDetail,
+    RunList,
+    TaskDetail,
+    TaskList,
+    errors,
+)
 from ops.replay_adapter import ReplayError, ReplayRequest, run_replay
 from ops.settings import OpsSettings
 from pipeline.settings import Settings
+from schemas.status import RunStatus, TaskStatus
 from schemas.workflow_io import FixRequest
 
 Limit = Annotated[int, Query(ge=1, le=1000)]
@@ -82,12 +98,16 @@ class ReplayBody(BaseModel):
 
 
 def _api(deps: OpsDeps) -> APIRouter:
-    api = APIRouter(prefix="/api", dependencies=[Depends(TokenGuard(deps.ops.token))])
+    api = APIRouter(
+        prefix="/api",
+        dependencies=[Depends(TokenGuard(deps.ops.token))],
+        responses=errors(400, 401, 403, 500),  # every route: a bad argument, the token
+    )
 
-    @api.get("/runs")
+    @api.get("/runs", response_model=RunList)
     async def list_runs(
         activity: uuid.UUID | None = None,
-        status: Literal["running", "succeeded", "failed"] | None = None,
+        status: RunStatus | None = None,
         since: datetime | None = None,
         limit: Limit = 50,
     ) -> dict[str, Any]:
@@ -95,7 +115,7 @@ def _api(deps: OpsDeps) -> APIRouter:
         runs = await store.list_runs(deps.pool, activity, status, since, limit)
         return {"runs": runs}
 
-    @api.get("/runs/{run_id}")
+    @api.get("/runs/{run_id}", response_model=RunDetail, responses=errors(404, 503))
     async def get_run(run_id: uuid.UUID) -> dict[str, Any]:
         """The run, its tasks, the fixes made to them, and its Temporal status."""
         run = await store.get_run(deps.pool, run_id)
@@ -108,9 +128,9 @@ def _api(deps: OpsDeps) -> APIRouter:
             "fixes": await store.fixes(deps.pool, run_id=run_id),
         }
 
-    @api.get("/tasks")
+    @api.get("/tasks", response_model=TaskList, responses=errors(503))
     async def list_tasks(
-        status: str = "pending_fix",
+        status: str = TaskStatus.PENDING_FIX.value,
         failed_task: str | None = None,
         activity: uuid.UUID | None = None,
         limit: Limit = 100,
@@ -119,13 +139,13 @@ def _api(deps: OpsDeps) -> APIRouter:
         any other status: from the database (``failed_task`` filters the task type)."""
         if status not in store.TASK_STATUSES:
             raise BadField("status", f"one of {', '.join(store.TASK_STATUSES)}")
-        if status == "pending_fix":
+        if status == TaskStatus.PENDING_FIX:
             found = await tasks.paused_tasks(deps.client, deps.pool, failed_task, activity, limit)
         else:
             found = await store.list_tasks(deps.pool, status, failed_task, activity, limit)
         return {"tasks": found}
 
-    @api.get("/tasks/{task_id}")
+    @api.get("/tasks/{task_id}", response_model=TaskDetail, responses=errors(404))
     async def get_task(task_id: str) -> dict[str, Any]:
         task = await store.get_task(deps.pool, task_id)
         if task is None:
@@ -133,31 +153,37 @@ def _api(deps: OpsDeps) -> APIRouter:
         return {"task": task, "fixes": await store.fixes(deps.pool, task_id=task_id)}
 
     async def _act(task_id: str, action: str, req: FixRequest) -> dict[str, Any]:
-        result = await tasks.act(deps.client, deps.pool, task_id, action, req)
+        timeout = deps.ops.temporal_timeout
+        result = await tasks.act(deps.client, deps.pool, task_id, action, req, timeout)
         await gauges.refresh(deps.pool)
         return {"task_id": result.task_id, "action": result.action, "seq": result.seq}
 
-    @api.post("/tasks/{task_id}/fix")
+    acted = errors(404, 409, 503)
+
+    @api.post("/tasks/{task_id}/fix", response_model=ActionResult, responses=acted)
     async def fix(task_id: str, body: FixBody) -> dict[str, Any]:
         """Retry the paused task with its payload merge-patched by ``patch``."""
         return await _act(task_id, "fix", FixRequest(body.actor, body.patch, body.note))
 
-    @api.post("/tasks/{task_id}/skip")
+    @api.post("/tasks/{task_id}/skip", response_model=ActionResult, responses=acted)
     async def skip(task_id: str, body: ActionBody) -> dict[str, Any]:
         """Mark the paused task skipped; its run goes on."""
         return await _act(task_id, "skip", FixRequest(body.actor, None, body.note))
 
-    @api.post("/tasks/{task_id}/abort")
+    @api.post("/tasks/{task_id}/abort", response_model=ActionResult, responses=acted)
     async def abort(task_id: str, body: ActionBody) -> dict[str, Any]:
         """Fail the paused task; its run fails."""
         return await _act(task_id, "abort", FixRequest(body.actor, None, body.note))
 
-    @api.get("/dlq")
+    # Fields a message or a report does not have are left out, not null (the CLI's shape).
+    @api.get("/dlq", response_model=DlqPeek, response_model_exclude_unset=True,
+             responses=errors(503))  # fmt: skip
     async def peek_dlq(reason: str | None = None, limit: Limit = 50) -> dict[str, Any]:
         """The newest DLQ messages (up to ``limit`` per partition); commits nothing."""
         return await dlq.peek(deps.settings.kafka, reason, min(limit, deps.ops.dlq_peek_max))
 
-    @api.post("/replay")
+    @api.post("/replay", response_model=ReplayReport, response_model_exclude_unset=True,
+              responses=errors(503))  # fmt: skip
     async def replay(body: ReplayBody) -> dict[str, Any]:
         """``ingest replay`` (dry run unless ``dry_run: false``); the ``--json`` report."""
         try:
@@ -167,7 +193,7 @@ def _api(deps: OpsDeps) -> APIRouter:
 
     approvals.add_routes(api, deps)  # /api/approvals, /api/tasks/{id}/decision (ops.approvals)
 
-    @api.get("/permits")
+    @api.get("/permits", response_model=PermitList, responses=errors(503))
     async def permits(resource: str | None = None) -> dict[str, Any]:
         """Every acquired permit slot: state, holder task, fencing token, age vs lease."""
         from workers.permits.report import permit_rows
@@ -180,10 +206,22 @@ def _api(deps: OpsDeps) -> APIRouter:
 def create_app(deps: OpsDeps) -> FastAPI:
     app = FastAPI(title="ingest ops", description=__doc__)
     app.include_router(_api(deps))
+    app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
+
+    @app.get("/auth", response_model=AuthInfo)
+    async def auth() -> AuthInfo:
+        """Unauthenticated: whether the API needs a token (the console says when not)."""
+        return AuthInfo(token_required=deps.ops.token is not None)
 
     @app.exception_handler(ApiError)
     async def _api_error(request: Request, exc: ApiError) -> JSONResponse:
         return JSONResponse(exc.body(), status_code=exc.status)
+
+    @app.exception_handler(Exception)
+    async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+        # Starlette raises it on after this answer, and uvicorn logs its traceback.
+        body = ErrorBody(detail=f"internal error ({type(exc).__name__}); see the ops log")
+        return JSONResponse(body.model_dump(exclude_none=True), status_code=500)
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
@@ -209,3 +247,20 @@ def create_app(deps: OpsDeps) -> FastAPI:
         return PlainTextResponse("ready\n")
 
     return app
+
+
+def _openapi(app: FastAPI) -> dict[str, Any]:
+    """FastAPI's schema, less its 422 answers: a validation error answers 400 with an
+    ``ErrorBody`` (the handler above), which every route lists."""
+    if app.openapi_schema is None:
+        from fastapi.openapi.utils import get_openapi
+
+        schema = get_openapi(title=app.title, version=app.version,
+                             description=app.description, routes=app.routes)  # fmt: skip
+        for path in schema["paths"].values():
+            for op in path.values():
+                op.get("responses", {}).pop("422", None)
+        for name in ("HTTPValidationError", "ValidationError"):
+            schema.get("components", {}).get("schemas", {}).pop(name, None)
+        app.openapi_schema = schema
+    return app.openapi_schema

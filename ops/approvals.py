@@ -26,7 +26,9 @@ from fastapi import APIRouter, Query
 from pydantic import BaseModel, Field
 from temporalio.client import Client
 
-from ops.errors import BadField, Conflict, Forbidden, NotFound
+from ops.errors import BadField, Conflict, Forbidden, NotFound, Unavailable
+from ops.models import ApprovalDetail, ApprovalList, UpdateResult, errors
+from ops.settings import OpsSettings
 from schemas.approval_io import ApprovalUpdateResult
 from workers.approvals import api as approvals
 from workers.approvals.api import ApprovalApiError
@@ -37,6 +39,8 @@ class Deps(Protocol):  # ops.app.OpsDeps
     def client(self) -> Client: ...
     @property
     def pool(self) -> asyncpg.Pool: ...
+    @property
+    def ops(self) -> OpsSettings: ...
 
 
 class DecisionBody(BaseModel):
@@ -58,11 +62,13 @@ def _raise(exc: ApprovalApiError) -> NoReturn:
         raise Forbidden(exc.message, exc.field) from None
     if exc.status == 404:
         raise NotFound(exc.message) from None
+    if exc.status == 503:
+        raise Unavailable(exc.message) from None
     raise Conflict(exc.message) from None
 
 
 def add_routes(api: APIRouter, deps: Deps) -> None:
-    @api.get("/approvals")
+    @api.get("/approvals", response_model=ApprovalList)
     async def list_approvals(
         status: str = "waiting",
         approver: str | None = None,
@@ -74,26 +80,33 @@ def add_routes(api: APIRouter, deps: Deps) -> None:
         except ApprovalApiError as exc:
             _raise(exc)
 
-    @api.get("/approvals/{task_id}")
+    @api.get("/approvals/{task_id}", response_model=ApprovalDetail, responses=errors(404, 503))
     async def get_approval(task_id: str) -> dict[str, Any]:
         """The approval's live state, with its audit trail."""
         try:
-            return {"approval": await approvals.approval_state(deps.client, task_id)}
+            state = await approvals.approval_state(deps.client, task_id, deps.ops.temporal_timeout)
+            return {"approval": state}
         except ApprovalApiError as exc:
             _raise(exc)
 
-    @api.post("/tasks/{task_id}/decision")
+    updated = errors(403, 404, 409, 503)
+
+    @api.post("/tasks/{task_id}/decision", response_model=UpdateResult, responses=updated)
     async def decide(task_id: str, body: DecisionBody) -> dict[str, Any]:
         """Approve, reject or request changes (``reason`` required unless approving)."""
         return await _answer(
-            approvals.send_decision(deps.client, task_id, body.by, body.decision, body.reason)
+            approvals.send_decision(
+                deps.client, task_id, body.by, body.decision, body.reason, deps.ops.temporal_timeout
+            )
         )
 
-    @api.post("/tasks/{task_id}/resubmission")
+    @api.post("/tasks/{task_id}/resubmission", response_model=UpdateResult, responses=updated)
     async def resubmit(task_id: str, body: ResubmissionBody) -> dict[str, Any]:
         """A new payload after ``request_changes``: a new round of the approval starts."""
         return await _answer(
-            approvals.send_resubmission(deps.client, task_id, body.by, body.payload, body.note)
+            approvals.send_resubmission(
+                deps.client, task_id, body.by, body.payload, body.note, deps.ops.temporal_timeout
+            )
         )
 
 

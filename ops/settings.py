@@ -7,6 +7,8 @@ is never logged. Without it the service refuses to start, unless it binds to
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
@@ -27,6 +29,16 @@ class OpsSettings(BaseSettings):
     gauge_interval_seconds: float = Field(15.0, gt=0)
     # A DLQ peek reads at most this many messages per partition.
     dlq_peek_max: int = Field(500, ge=1, le=10_000)
+    # How long a query or update (approval state, decisions, fixes) waits for a worker to
+    # answer before the API answers 503 (no worker polls the task queue, or it is stuck).
+    # Not much less: after a worker crash, its workflows' sticky queue holds the next
+    # task ~10 s before a new worker gets it (tests/integration/ops/test_restart.py: 10 s
+    # answered 503 there).
+    temporal_timeout_seconds: float = Field(30.0, gt=0)
+
+    @property
+    def temporal_timeout(self) -> timedelta:
+        return timedelta(seconds=self.temporal_timeout_seconds)
 
     _blank_token = field_validator("token", mode="before")(
         classmethod(lambda cls, v: _empty_secret_is_unset(v))

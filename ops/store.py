@@ -13,9 +13,9 @@ from typing import Any
 import asyncpg
 import orjson
 
-RUN_STATUSES = ("running", "succeeded", "failed")
-TASK_STATUSES = ("pending", "running", "pending_fix", "succeeded", "failed", "skipped",
-                 "duplicate")  # fmt: skip
+from schemas.status import TaskStatus
+
+TASK_STATUSES: tuple[str, ...] = tuple(TaskStatus)
 _JSON = ("payload", "patch", "task_counts")
 
 _RUN_COLUMNS = (

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 import uuid
+from datetime import timedelta
 from typing import Any
 
 import asyncpg
@@ -20,8 +21,9 @@ from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
 from ops import store
-from ops.errors import BadField, Conflict, NotFound
+from ops.errors import BadField, Conflict, NotFound, Unavailable, no_answer
 from schemas import search_attributes as sa
+from schemas.status import TaskStatus
 from schemas.workflow_io import FixRequest, FixResult
 
 ACTIONS = ("fix", "skip", "abort")
@@ -57,21 +59,29 @@ async def paused_tasks(
         ids.append(wf.id)
     rows = await store.tasks_by_id(pool, ids)
     # Visibility may lag the database by a moment either way: list what both agree on.
-    return [rows[i] for i in ids if i in rows and rows[i]["status"] == "pending_fix"]
+    return [rows[i] for i in ids if i in rows and rows[i]["status"] == TaskStatus.PENDING_FIX]
 
 
 async def act(
-    client: Client, pool: asyncpg.Pool, task_id: str, action: str, req: FixRequest
+    client: Client,
+    pool: asyncpg.Pool,
+    task_id: str,
+    action: str,
+    req: FixRequest,
+    timeout: timedelta | None = None,
 ) -> FixResult:
-    """Send ``action`` to the paused task; the answer once its audit row is written."""
+    """Send ``action`` to the paused task; the answer once its audit row is written.
+
+    Unavailable (503) when no worker answers within ``timeout``: the update may still
+    be applied once one does (the task's row and ``GET /api/tasks/{id}`` will say)."""
     row = await store.get_task(pool, task_id)
     if row is None:
         raise NotFound(f"no task {task_id}")
-    if row["status"] != "pending_fix":
+    if row["status"] != TaskStatus.PENDING_FIX:
         raise Conflict(f"task {task_id} is {row['status']}, not pending_fix")
     handle = client.get_workflow_handle(task_id)
     try:
-        return await handle.execute_update(action, req, result_type=FixResult)
+        return await handle.execute_update(action, req, result_type=FixResult, rpc_timeout=timeout)
     except WorkflowUpdateFailedError as exc:
         cause = exc.cause
         if isinstance(cause, ApplicationError):
@@ -80,10 +90,20 @@ async def act(
             if cause.type == "NotPendingFix":
                 raise Conflict(f"task {task_id}: {cause.message}") from None
         raise
-    except RPCError as exc:
-        if exc.status == RPCStatusCode.NOT_FOUND:
+    except Exception as exc:  # an RPCError, or the update's own timeout error
+        if isinstance(exc, RPCError) and exc.status == RPCStatusCode.NOT_FOUND:
             raise Conflict(f"task {task_id} is not waiting for a fix: {exc.message}") from None
+        if no_answer(exc):
+            raise Unavailable(_unanswered(task_id, action, timeout)) from None
         raise
+
+
+def _unanswered(task_id: str, action: str, timeout: timedelta | None) -> str:
+    within = f" within {timeout.total_seconds():g} s" if timeout is not None else ""
+    return (
+        f"task {task_id}: no worker answered the {action}{within} (is a worker polling its"
+        " task queue?); it may still be applied when one does: look before sending it again"
+    )
 
 
 async def temporal_status(client: Client, workflow_id: str) -> str | None:
@@ -93,5 +113,7 @@ async def temporal_status(client: Client, workflow_id: str) -> str | None:
     except RPCError as exc:
         if exc.status == RPCStatusCode.NOT_FOUND:
             return None
+        if no_answer(exc):
+            raise Unavailable(f"Temporal did not answer: {exc.message}") from None
         raise
     return desc.status.name if desc.status is not None else None

@@ -1,18 +1,17 @@
-"""``ingest``: the single console script, and the one way every CLI entry point runs.
+"""The one way every CLI entry point runs: exit codes, and ending the process.
 
 Each subcommand lives in its own module, which declares it as ``COMMAND``
 (a :class:`pipeline.command.Command`: name, --help texts, flags, and ``run(args) -> int``,
 the exit code). :func:`dispatch` turns the errors every command shares into
-exit codes (a bad setting: one line, 2; Ctrl-C: 130). :func:`entry` ends the
-process with that code; ``ingest`` (the console script), ``python -m pipeline.cli``,
-``python -m ingress``, ``python -m workers.cli`` and ``python -m replay.cli``
-all end through it.
+exit codes (a bad setting: one line, 2; Ctrl-C: 130), and :func:`end_process` ends
+the process with that code. The ``ingest`` console script (:mod:`app.cli`, which
+knows every subcommand), ``python -m app.cli``, ``python -m ingress``,
+``python -m app.worker_cmd`` and ``python -m replay.cli`` all end through it.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import os
 import sys
 import traceback
@@ -20,39 +19,6 @@ from collections.abc import Callable
 from typing import NoReturn
 
 from pipeline.command import Command
-
-# Subcommand modules, in --help order. Imported lazily so `ingest stack status`
-# does not pay for the Temporal worker imports.
-COMMANDS = [
-    "pipeline.stack.manager",
-    "pipeline.migrate_cmd",
-    "pipeline.temporal_setup",
-    "pipeline.run_cmd",
-    "ingress.cli",
-    "router.cli",
-    "replay.cli",
-    "workers.cli",
-    "definitions.cli",
-    "scheduler.cli",
-    "ops.cli",
-    "workers.permits.cli",
-]
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="ingest",
-        description=(
-            "Kafka -> Temporal ingestion pipeline. Events on the raw topic are stamped "
-            "with a stable event_id (ingress), routed to RunActivityWorkflow starts with "
-            "deterministic ids (router), and run by workers that log each run once. "
-            "Configuration comes from environment variables (see README) and flags."
-        ),
-    )
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for name in COMMANDS:
-        importlib.import_module(name).COMMAND.add_to(sub)
-    return parser
 
 
 def dispatch(args: argparse.Namespace) -> int:
@@ -66,11 +32,6 @@ def dispatch(args: argparse.Namespace) -> int:
         return 2
     except KeyboardInterrupt:
         return 130
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``ingest [COMMAND ...]`` in-process: parse, dispatch, return the exit code."""
-    return dispatch(build_parser().parse_args(argv))
 
 
 def run_one(command: Command, argv: list[str] | None = None) -> int:
@@ -116,15 +77,6 @@ def end_process(code: int) -> NoReturn:
     os._exit(code)
 
 
-def entry() -> NoReturn:
-    """The ``ingest`` console script."""
-    end_process(exit_code(main))
-
-
 def entry_one(command: Command) -> NoReturn:
     """A ``python -m <package>`` entry point for one subcommand."""
     end_process(exit_code(lambda: run_one(command)))
-
-
-if __name__ == "__main__":
-    entry()

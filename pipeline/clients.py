@@ -17,12 +17,15 @@ from temporalio.service import TLSConfig
 
 from pipeline import db
 from pipeline.settings import DatabaseSettings, KafkaSettings, Settings, TemporalSettings
+from schemas.errors import IngestError
 
 log = logging.getLogger(__name__)
 
 
-class Unreachable(Exception):
+class Unreachable(IngestError):
     """A dependency did not answer at start-up."""
+
+    retriable = True
 
 
 async def temporal_client(

@@ -1,7 +1,7 @@
 """One ``ingest`` subcommand, declared: its name, its --help texts, its flags and what it runs.
 
 A command module declares ``COMMAND = Command(...)`` instead of building its argparse
-parser by hand. :mod:`pipeline.cli` adds every module's ``COMMAND`` to the ``ingest``
+parser by hand. :mod:`app.cli` adds every module's ``COMMAND`` to the ``ingest``
 parser; ``python -m <package>`` adds only its own (:func:`pipeline.cli.entry_one`).
 
 A command with actions (``ingest schedules sync|pause|resume``) declares each action

@@ -1,4 +1,12 @@
-"""aiokafka clients built from settings, and the dead-letter record format.
+"""aiokafka clients built from settings, the one fetch every consumer loop uses, and the
+dead-letter record format.
+
+:func:`getmany` is ``consumer.getmany`` for every consumer loop here (ingress, router,
+replay, DLQ re-drive): a fetched record batch that cannot be decoded (a codec this
+install lacks, a bad CRC, corrupt compressed bytes) becomes :class:`UndecodableBatch`,
+which names the topic, partition and offset. Each process turns it into one log line
+and a non-zero exit, without committing past it: the batch is never skipped, and
+the next start reads it again.
 
 A DLQ record keeps the original key and value byte-for-byte (nothing is lost)
 and adds headers:
@@ -19,14 +27,17 @@ from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.errors import (
+    CorruptRecordException,
     KafkaConnectionError,
     KafkaError,
     KafkaTimeoutError,
     RequestTimedOutError,
+    UnsupportedCodecError,
 )
-from aiokafka.structs import ConsumerRecord
+from aiokafka.structs import ConsumerRecord, TopicPartition
 
 from pipeline.settings import KafkaSettings
+from schemas.errors import IngestError
 
 DLQ_PREFIX = "dlq_"
 
@@ -62,9 +73,12 @@ def _partitioner(key: bytes | None, all_partitions: Sequence[int], available: Se
 
 
 def producer(cfg: KafkaSettings, **overrides: Any) -> AIOKafkaProducer:
-    """An idempotent producer with ``acks=all``: no loss, no broker-side duplicates."""
+    """An idempotent producer with ``acks=all``: no loss, no broker-side duplicates.
+
+    Its batches are compressed with ``KAFKA_COMPRESSION_TYPE`` (none by default)."""
     kw: dict[str, Any] = {
         **cfg.client_kwargs(),
+        "compression_type": cfg.compression(),
         "acks": "all",
         "enable_idempotence": True,
         "linger_ms": 5,
@@ -89,6 +103,83 @@ def consumer(
     }
     kw.update(overrides)
     return AIOKafkaConsumer(*topics, **kw)
+
+
+class UndecodableBatch(IngestError):
+    """A fetched record batch this process cannot decode: fatal, never skipped.
+
+    ``offset`` is the first offset of the partition not yet handed to the loop (the
+    batch's first offset, or where the consumer stood inside it). Nothing at or after
+    it was processed, so nothing past it is committed: after the cause is fixed (e.g.
+    the codec installed), a restart reads the batch again.
+    """
+
+    def __init__(self, tp: TopicPartition | None, offset: int | None, cause: BaseException):
+        self.tp, self.offset, self.cause = tp, offset, cause
+        where = (
+            f"{tp.topic} partition {tp.partition} offset {offset if offset is not None else '?'}"
+            if tp is not None
+            else "an unknown partition (aiokafka's error did not say which)"
+        )
+        hint = (
+            " (install the codec libraries: aiokafka[lz4,snappy,zstd])"
+            if isinstance(cause, UnsupportedCodecError)
+            else ""
+        )
+        name, text = type(cause).__name__, str(cause)
+        reason = text if text.startswith(name) else f"{name}: {text}"  # aiokafka's say theirs
+        super().__init__(
+            f"cannot decode the record batch at {where}: {reason}{hint};"
+            " nothing from it on is processed or committed"
+        )
+
+
+# What aiokafka raises for a batch it cannot decode. Other errors raised while it
+# unpacks a batch (cramjam's DecompressionError on corrupt bytes) are found by where
+# they were raised: see _unpacking.
+DECODE_ERRORS = (UnsupportedCodecError, CorruptRecordException)
+
+
+def _unpacking(exc: BaseException) -> tuple[TopicPartition, int | None] | None:
+    """The partition and offset whose batch aiokafka was unpacking when ``exc`` was raised.
+
+    aiokafka's decode errors carry no coordinates: the batch decoder does not know its
+    partition. The fetcher's unpacking generator (``PartitionRecords._unpack_records``,
+    which ``getmany`` drives) does: its locals hold the partition and the next offset
+    to return, and its frame is on the traceback. None when it is not there.
+    """
+    tb = exc.__traceback__
+    while tb is not None:
+        frame = tb.tb_frame
+        if frame.f_code.co_name == "_unpack_records":
+            tp = frame.f_locals.get("tp")
+            records = frame.f_locals.get("self")
+            if isinstance(tp, TopicPartition):
+                offset = getattr(records, "next_fetch_offset", None)
+                return tp, offset if isinstance(offset, int) else None
+        tb = tb.tb_next
+    return None
+
+
+async def getmany(
+    consumer: AIOKafkaConsumer,
+    *partitions: TopicPartition,
+    timeout_ms: int,
+    max_records: int | None = None,
+) -> dict[TopicPartition, list[ConsumerRecord]]:
+    """``consumer.getmany``; a batch that cannot be decoded raises :class:`UndecodableBatch`.
+
+    Without this, aiokafka raises the bare decode error, which names no partition, and
+    a retrying caller would meet the same batch again on every fetch.
+    """
+    try:
+        return await consumer.getmany(*partitions, timeout_ms=timeout_ms, max_records=max_records)
+    except Exception as exc:
+        where = _unpacking(exc)
+        if where is None and not isinstance(exc, DECODE_ERRORS):
+            raise
+        tp, offset = where if where is not None else (None, None)
+        raise UndecodableBatch(tp, offset, exc) from exc
 
 
 def header(headers: Any, name: str) -> bytes | None:

@@ -1,12 +1,38 @@
 """Every Prometheus metric the pipeline exports, defined once.
 
-The README documents each one; deploy/ dashboards and alert rules use these
+docs/metrics.md documents each one; deploy/ dashboards and alert rules use these
 names, and a test checks that they are all exported.
+
+Every labelled series a process knows it may count starts at 0 when the process
+starts (:func:`start_at_zero`), following the Prometheus instrumentation guidance
+("avoid missing metrics"): Prometheus takes a series' first sample as its
+starting point, so a counter that first appears at 1 after a restart has
+``increase() == 0`` and an alert on the first dead letter never fires. Each
+process does it in one place, from the label values its code declares:
+``ingress.service.start_metrics_at_zero``, ``router.service.start_metrics_at_zero``,
+and for the worker each part's factory (``workers.activities``,
+``scheduler.dispatcher``, ``workers.approvals.activities``; permits per resource
+when the gauges are first refreshed). The metrics in :data:`DATA_LABELLED` are
+labelled by data (partitions, event types, activities, permit resources) and
+cannot have a series before that data is seen.
 """
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Iterable
+from types import ModuleType
+
 from prometheus_client import Counter, Gauge, Histogram
+from prometheus_client.metrics import MetricWrapperBase
+
+# Values of the `layer` label of pipeline_duplicates_suppressed_total.
+LAYER_LEDGER = "ledger"  # the router's or dispatcher's PostgreSQL dedupe ledger
+LAYER_TEMPORAL = "temporal"  # Temporal answered WorkflowAlreadyStartedError
+LAYER_IDEMPOTENCY_KEY = "idempotency_key"  # a worker task whose key was already claimed
+# Values of the `result` label of pipeline_runs_logged_total.
+RUN_INSERTED = "inserted"
+RUN_EXISTING = "existing"
 
 EVENTS_CONSUMED = Counter(
     "pipeline_events_consumed_total",
@@ -138,3 +164,39 @@ APPROVAL_WAIT = Histogram(
     "Time from an approval request (or resubmission) to the decision or auto-rejection.",
     buckets=(1, 10, 60, 300, 900, 3600, 4 * 3600, 12 * 3600, 86400, 3 * 86400, 7 * 86400),
 )
+
+# Labelled by values only data reveals: lag per assigned partition, unmatched event
+# types, pending fixes per activity, permits per declared resource. Their series
+# appear when the process first sees the value (permits: at the first gauge refresh).
+DATA_LABELLED: frozenset[MetricWrapperBase] = frozenset(
+    {
+        CONSUMER_LAG,
+        EVENTS_UNMATCHED,
+        TASKS_PENDING_FIX,
+        TASK_PENDING_FIX_OLDEST,
+        PERMITS_HELD,
+        PERMIT_CAPACITY,
+        PERMIT_CONFLICTS,
+        PERMIT_LEASE_EXPIRED,
+    }
+)
+
+
+def start_at_zero(metric: MetricWrapperBase, **values: Iterable[str]) -> None:
+    """Create ``metric``'s series for every combination of ``values`` (one collection of
+    values per label name; every label must be named), each at 0 until first counted.
+
+    Idempotent: a series that exists keeps its value.
+    """
+    names = list(values)
+    for combo in itertools.product(*(sorted(set(values[n])) for n in names)):
+        metric.labels(**dict(zip(names, combo, strict=True)))
+
+
+def declared(module: ModuleType, prefix: str) -> frozenset[str]:
+    """The string constants ``module`` declares as ``{prefix}*``: e.g. every DLQ reason
+    of ``schemas.envelope`` (``R_*``), so a reason added there starts at 0 without a
+    second list to keep in step."""
+    return frozenset(
+        v for k, v in vars(module).items() if k.startswith(prefix) and isinstance(v, str)
+    )

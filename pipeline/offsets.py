@@ -1,8 +1,9 @@
 """Per-partition offset tracking: commit only up to the highest contiguous done offset.
 
-Shared by the router (starts acknowledged by Temporal) and ingress (records
-acknowledged by Kafka): both finish messages out of order and must never
-commit past one that is not done.
+The router's: its starts, acknowledged by Temporal, finish out of order and across
+fetches, and it must never commit past one that is not done. (Ingress delivers a
+whole batch before it fetches the next, so its commit point is computed per batch
+by ``ingress.acks.BatchAcks``.)
 
 Starts within a batch complete out of order. If offsets 10, 11 and 13 are done
 but 12 is still retrying against an unavailable Temporal, the partition may
@@ -98,18 +99,6 @@ class OffsetTracker:
         for tp, off in offsets.items():
             if tp in self.parts:
                 self.parts[tp].advance(off)
-
-    def ack(self, tp: object, offset: int) -> int | None:
-        """Mark ``offset`` done and move the commit point at once, for a caller that
-        commits whatever is done (ingress); returns the new point when it moved."""
-        part = self.parts.get(tp)
-        if part is None:
-            return None
-        part.mark_done(offset)
-        off = part.committable()
-        if off is not None:
-            part.advance(off)
-        return off
 
     def forget(self, tps: Iterable[object]) -> None:
         for tp in tps:

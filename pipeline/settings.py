@@ -20,6 +20,8 @@ from typing import Literal, TypeVar
 from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from schemas.errors import IngestError
+
 _FROZEN = SettingsConfigDict(frozen=True, extra="ignore", populate_by_name=True)
 
 
@@ -41,10 +43,34 @@ class KafkaSettings(BaseSettings):
     ssl_certfile: Path | None = None
     ssl_keyfile: Path | None = None
     request_timeout_ms: int = Field(30_000, ge=1000)
+    # How this project's producers (ingress, the router's DLQ, replay, emit tasks) compress
+    # their batches. Consumers read every codec whatever this says.
+    compression_type: Literal["none", "gzip", "snappy", "lz4", "zstd"] = "none"
 
     _blank_password = field_validator("sasl_password", mode="before")(
         classmethod(lambda cls, v: _empty_secret_is_unset(v))
     )
+
+    @field_validator("compression_type", mode="before")
+    @classmethod
+    def _codec_name(cls, v: object) -> object:
+        return v.strip().lower() if isinstance(v, str) else v  # Kafka's own spelling: lz4
+
+    @field_validator("compression_type")
+    @classmethod
+    def _codec_installed(cls, v: str) -> str:
+        from aiokafka import codec
+
+        if v not in ("none", "gzip") and not getattr(codec, f"has_{v}")():
+            raise ValueError(
+                f"{v} needs a codec library that is not installed: "
+                "pip install 'aiokafka[lz4,snappy,zstd]'"
+            )
+        return v
+
+    def compression(self) -> str | None:
+        """``compression_type`` as aiokafka's producer takes it (None: uncompressed)."""
+        return None if self.compression_type == "none" else self.compression_type
 
     def client_kwargs(self) -> dict[str, object]:
         """Keyword arguments shared by every aiokafka client we build."""
@@ -140,7 +166,7 @@ class Settings(BaseSettings):
     process: ProcessSettings = Field(default_factory=ProcessSettings)
 
 
-class ConfigError(Exception):
+class ConfigError(IngestError):
     """A setting is invalid; the message names it."""
 
 

@@ -28,6 +28,8 @@ from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from pipeline import metrics
+from pipeline.retry import BACKOFF_INITIAL, BACKOFF_MAX, backoff
+from schemas.errors import IngestError
 from schemas.workflow_io import RUN_ACTIVITY_WORKFLOW, RunActivityInput
 
 log = logging.getLogger(__name__)
@@ -46,18 +48,20 @@ RETRIABLE = frozenset(
 
 STARTED = "started"
 DUPLICATE = "duplicate"
+# The DLQ reason of a start Temporal refused for good.
+R_START_REJECTED = "start_rejected"
 
 
-class StartRejected(Exception):
+class StartRejected(IngestError):
     """Temporal refused the start for good; the message goes to the DLQ."""
 
     def __init__(self, detail: str) -> None:
         super().__init__(detail)
-        self.reason = "start_rejected"
+        self.reason = R_START_REJECTED
         self.detail = detail
 
 
-class ShutdownRequested(Exception):
+class ShutdownRequested(IngestError):
     """Stopped retrying because the process is shutting down; the offset stays uncommitted."""
 
 
@@ -67,13 +71,13 @@ class Starter:
     task_queue: str
     _: KW_ONLY
     component: str = "router"
-    backoff_initial: float = 0.2
-    backoff_max: float = 10.0
+    backoff_initial: float = BACKOFF_INITIAL
+    backoff_max: float = BACKOFF_MAX
     stopping: Callable[[], bool] = lambda: False
     retry_outages: bool = True
 
     async def start(self, run: RunActivityInput) -> str:
-        delay = self.backoff_initial
+        delays = backoff(self.backoff_initial, self.backoff_max)
         while True:
             try:
                 await self.client.start_workflow(
@@ -87,7 +91,7 @@ class Starter:
                 return STARTED
             except WorkflowAlreadyStartedError:
                 metrics.DUPLICATES_SUPPRESSED.labels(
-                    component=self.component, trigger=run.trigger_kind, layer="temporal"
+                    component=self.component, trigger=run.trigger_kind, layer=metrics.LAYER_TEMPORAL
                 ).inc()
                 log.debug("already started: %s", run.workflow_id)
                 return DUPLICATE
@@ -99,6 +103,7 @@ class Starter:
                 metrics.START_ERRORS.labels(component=self.component, error=exc.status.name).inc()
                 if self.stopping():
                     raise ShutdownRequested(run.workflow_id) from None
+                delay = next(delays)
                 log.warning(
                     "start of %s failed (%s), retrying in %.1fs",
                     run.workflow_id,
@@ -106,4 +111,3 @@ class Starter:
                     delay,
                 )
                 await asyncio.sleep(delay * (0.5 + random.random()))
-                delay = min(delay * 2, self.backoff_max)

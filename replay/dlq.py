@@ -134,8 +134,8 @@ class DlqRedriver(SessionRunner):
             consumer.pause(*idle)
         last_data = time.monotonic()
         while todo and not self.stopping():
-            batches = await consumer.getmany(
-                *todo, timeout_ms=200, max_records=self.rcfg.max_poll_records
+            batches = await kafka.getmany(
+                consumer, *todo, timeout_ms=200, max_records=self.rcfg.max_poll_records
             )
             for tp, msgs in batches.items():
                 wanted = [m for m in msgs if m.offset < todo.get(tp, -1)]

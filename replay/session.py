@@ -23,6 +23,7 @@ from pipeline.settings import Settings
 from router.catalog import ActivityCatalog
 from router.routing import Routing, Stats, build_routing
 from router.settings import RouterSettings
+from schemas.errors import IngestError
 
 # A partition that yields nothing for this long while still short of its stop
 # offset (e.g. only aborted transactional records left) is given up on.
@@ -35,8 +36,9 @@ Ranges = dict[TopicPartition, tuple[int, int]]
 """Per partition ``(first offset, stop offset (exclusive))``."""
 
 
-class ReplayError(Exception):
-    """The requested range cannot be replayed (unknown topic or partition)."""
+class ReplayError(IngestError):
+    """The requested range cannot be replayed (unknown topic or partition, a record batch
+    that cannot be decoded)."""
 
 
 @dataclass
@@ -104,8 +106,11 @@ async def topic_partitions(consumer: AIOKafkaConsumer, topic: str, tries: int = 
     """The partitions of ``topic`` (refreshing metadata up to ``tries`` times, 0.1 s apart);
     ReplayError if it does not exist."""
     for _ in range(tries):
-        # A group-less consumer's own cluster view only covers assigned topics, so ask for
-        # full metadata (the public ``topics()`` returns names only).
+        # aiokafka's public API has no partitions-of-any-topic call: ``topics()`` fetches
+        # the full metadata but returns names only, and ``partitions_for_topic()`` reads
+        # the cached view, which a group-less consumer fills only for assigned topics.
+        # ``fetch_all_metadata`` is what ``topics()`` itself calls (an admin client's
+        # ``describe_topics`` would cost a second connection for one call).
         cluster = await consumer._client.fetch_all_metadata()
         parts = cluster.partitions_for_topic(topic)
         if parts:
@@ -164,6 +169,8 @@ class SessionRunner:
                         dry_run=self.dry_run,
                     )
                     yield Session(consumer, producer, routing, self.dry_run, self.rcfg.ledger, t0)
+                except kafka.UndecodableBatch as exc:
+                    raise ReplayError(str(exc)) from exc
                 finally:
                     await catalog.stop()
             finally:

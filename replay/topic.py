@@ -25,6 +25,7 @@ from datetime import datetime
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
+from pipeline import kafka
 from replay.session import (
     STALL_SECONDS,
     Ranges,
@@ -124,8 +125,8 @@ class Replayer(SessionRunner):
             if len(in_flight) >= self.rcfg.max_in_flight:
                 await asyncio.wait(in_flight, return_when=asyncio.FIRST_COMPLETED)
             else:
-                batches = await consumer.getmany(
-                    *todo, timeout_ms=200, max_records=self.rcfg.max_poll_records
+                batches = await kafka.getmany(
+                    consumer, *todo, timeout_ms=200, max_records=self.rcfg.max_poll_records
                 )
                 for tp, msgs in batches.items():
                     stop = todo.get(tp)

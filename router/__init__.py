@@ -1,0 +1,9 @@
+"""``ingest router``: events topic -> ``RunActivityWorkflow`` starts, committing only what is done.
+
+* :mod:`router.service`: the live loop, its commits and the rebalance listener, which
+  delegates to :meth:`Router.on_revoked`.
+* :mod:`router.routing`: one message -> its starts (shared with replay).
+* :mod:`router.catalog`: which activities subscribe to an event type (cached).
+* :mod:`router.ledger`: the durable dedupe ledger (``routed_triggers``).
+* :mod:`router.settings`: ``INGEST_ROUTER_*``; :mod:`router.cli`: the subcommand.
+"""

@@ -6,7 +6,7 @@ import argparse
 import asyncio
 import logging
 
-from pipeline import logs, settings
+from pipeline import kafka, logs, settings
 from pipeline.clients import Unreachable, routing_clients
 from pipeline.command import Command
 from pipeline.flags import add_flags, overrides
@@ -19,7 +19,7 @@ log = logging.getLogger("router")
 async def run_router(
     cfg: settings.Settings, rcfg: RouterSettings, shutdown: Shutdown | None = None
 ) -> int:
-    from router.service import Router
+    from router.service import Router, start_metrics_at_zero
 
     shutdown = shutdown or Shutdown()
     shutdown.install()
@@ -29,11 +29,15 @@ async def run_router(
         log.error("%s", exc)
         return 1
     router = Router(cfg, rcfg, client=client, pool=pool, shutdown=shutdown)
+    start_metrics_at_zero(cfg)
     server = await serve_http(
         cfg.process.metrics_host, cfg.process.metrics_port, ready=lambda: router.ready
     )
     try:
-        await router.run()
+        await router.run()  # drains and commits what is done, whatever ends it
+    except kafka.UndecodableBatch as exc:
+        log.error("%s; exiting", exc)
+        return 1
     finally:
         if server is not None:
             server.close()

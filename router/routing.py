@@ -20,6 +20,7 @@ from aiokafka.structs import ConsumerRecord
 from temporalio.client import Client
 
 from pipeline import kafka, metrics
+from pipeline.retry import backoff
 from pipeline.settings import Settings
 from pipeline.starter import DUPLICATE, ShutdownRequested, Starter, StartRejected
 from router.catalog import ActivityCatalog
@@ -126,7 +127,9 @@ class Routing:
                     if run.workflow_id in seen:
                         self.stats.ledger_duplicates += 1
                         metrics.DUPLICATES_SUPPRESSED.labels(
-                            component=self.component, trigger=run.trigger_kind, layer="ledger"
+                            component=self.component,
+                            trigger=run.trigger_kind,
+                            layer=metrics.LAYER_LEDGER,
                         ).inc()
                     else:
                         todo.append(run)
@@ -200,7 +203,7 @@ class Routing:
             raise
 
     async def _retry(self, what: str, fn):  # type: ignore[no-untyped-def]
-        delay = 0.2
+        delays = backoff()
         while True:
             err: Exception
             try:
@@ -213,9 +216,9 @@ class Routing:
                 err = exc
             if self.stopping():
                 raise ShutdownRequested(what)
+            delay = next(delays)
             log.warning("%s failed (%s), retrying in %.1fs", what, err, delay)
             await asyncio.sleep(delay)
-            delay = min(delay * 2, 10.0)
 
 
 def _transient(exc: Exception) -> bool:

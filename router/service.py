@@ -17,18 +17,44 @@ import logging
 import time
 
 import asyncpg
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from temporalio.client import Client
 
 from pipeline import kafka, metrics
 from pipeline.offsets import OffsetTracker
+from pipeline.rebalance import Delegating
 from pipeline.runtime import Shutdown
 from pipeline.settings import Settings
+from pipeline.starter import R_START_REJECTED, RETRIABLE
 from router.catalog import ActivityCatalog
 from router.routing import Routing, build_routing
 from router.settings import RouterSettings
+from schemas import envelope
+from schemas.workflow_io import TRIGGER_EVENT
 
 log = logging.getLogger(__name__)
+
+
+# Every reason the router may dead-letter with: the envelope's, and a refused start.
+DLQ_REASONS = metrics.declared(envelope, "R_") | {R_START_REJECTED}
+
+
+def start_metrics_at_zero(settings: Settings, component: str = "router") -> None:
+    """Every series the router counts, at 0 from the start (see :mod:`pipeline.metrics`)."""
+    metrics.start_at_zero(
+        metrics.EVENTS_CONSUMED, component=[component], topic=[settings.kafka.events_topic]
+    )
+    metrics.start_at_zero(metrics.WORKFLOWS_STARTED, trigger=[TRIGGER_EVENT])
+    metrics.start_at_zero(
+        metrics.DUPLICATES_SUPPRESSED,
+        component=[component],
+        trigger=[TRIGGER_EVENT],
+        layer=[metrics.LAYER_LEDGER, metrics.LAYER_TEMPORAL],
+    )
+    metrics.start_at_zero(metrics.DLQ_MESSAGES, component=[component], reason=DLQ_REASONS)
+    metrics.start_at_zero(
+        metrics.START_ERRORS, component=[component], error=[s.name for s in RETRIABLE]
+    )
 
 
 class Router:
@@ -79,7 +105,7 @@ class Router:
             stopping=lambda: self.shutdown.requested,
             component=self.component,
         )
-        self.consumer.subscribe([k.events_topic], listener=_Rebalance(self))
+        self.consumer.subscribe([k.events_topic], listener=Delegating(self.on_revoked))
         await self.consumer.start()
         committer = asyncio.create_task(self._commit_loop(), name="router-commit")
         housekeeping = asyncio.create_task(self._housekeeping(), name="router-housekeeping")
@@ -114,8 +140,8 @@ class Router:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._progress.wait(), 0.5)
                 continue
-            batches = await self.consumer.getmany(
-                timeout_ms=200, max_records=self.rcfg.max_poll_records
+            batches = await kafka.getmany(
+                self.consumer, timeout_ms=200, max_records=self.rcfg.max_poll_records
             )
             for tp, msgs in batches.items():
                 if not msgs:
@@ -146,6 +172,21 @@ class Router:
         if still:
             log.warning("%d messages not finished in time; they will be redelivered", len(still))
             await asyncio.gather(*still, return_exceptions=True)
+
+    async def on_revoked(self, revoked: set[TopicPartition]) -> None:
+        """Drain the revoked partitions' starts, commit them, and forget them."""
+        if not revoked:
+            return
+        await self._drain(self.rcfg.revoke_drain_seconds, revoked)
+        try:
+            await self.commit(revoked)
+        except Exception as exc:
+            log.warning("commit on revoke failed: %s", exc)
+        self.tracker.forget(revoked)
+        for tp in revoked:
+            self.tasks.pop(tp, None)
+            with contextlib.suppress(KeyError):
+                metrics.CONSUMER_LAG.remove(self.component, tp.topic, str(tp.partition))
 
     # --- commits --------------------------------------------------------------
 
@@ -195,26 +236,3 @@ class Router:
                         )
                 except Exception as exc:
                     log.warning("ledger prune failed: %s", exc)
-
-
-class _Rebalance(ConsumerRebalanceListener):  # type: ignore[misc]
-    def __init__(self, router: Router) -> None:
-        self.router = router
-
-    async def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
-        if not revoked:
-            return
-        r = self.router
-        await r._drain(r.rcfg.revoke_drain_seconds, set(revoked))
-        try:
-            await r.commit(set(revoked))
-        except Exception as exc:
-            log.warning("commit on revoke failed: %s", exc)
-        r.tracker.forget(revoked)
-        for tp in revoked:
-            r.tasks.pop(tp, None)
-            with contextlib.suppress(KeyError):
-                metrics.CONSUMER_LAG.remove(r.component, tp.topic, str(tp.partition))
-
-    async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
-        log.info("assigned %s", sorted((tp.topic, tp.partition) for tp in assigned))

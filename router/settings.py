@@ -2,14 +2,22 @@
 
 from __future__ import annotations
 
+import os
+
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from pipeline.settings import build
+from pipeline.settings import ConfigError, build
+from schemas.envelope import MAX_EVENT_BYTES
+
+# Replaced by INGEST_MAX_EVENT_BYTES (one limit for ingress and router): refused, not ignored.
+_OLD_LIMIT = "INGEST_ROUTER_MAX_EVENT_BYTES"
 
 
 class RouterSettings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="INGEST_ROUTER_", frozen=True, extra="ignore")
+    model_config = SettingsConfigDict(
+        env_prefix="INGEST_ROUTER_", frozen=True, extra="ignore", populate_by_name=True
+    )
 
     group: str = "ingest-router"
     # Concurrent start_workflow calls. The dev server peaks around 32-64 on 2 cores.
@@ -24,7 +32,10 @@ class RouterSettings(BaseSettings):
     # Ledger rows older than this are pruned (0 = keep forever). Must exceed the
     # longest replay window operators may need; see README "Dedupe ledger".
     ledger_retention_days: float = Field(30.0, ge=0)
-    max_event_bytes: int = Field(1_000_000, ge=1)
+    # The one event size limit, shared with ingress (INGEST_MAX_EVENT_BYTES, see
+    # schemas.envelope.MAX_EVENT_BYTES): ingress never forwards an event above it, so
+    # only events published straight to the events topic are dead-lettered too_large here.
+    max_event_bytes: int = Field(MAX_EVENT_BYTES, ge=1, alias="INGEST_MAX_EVENT_BYTES")
     # How long a partition revoke waits for its in-flight starts before giving up
     # on them (they are then redone by the partition's next owner, as duplicates).
     revoke_drain_seconds: float = Field(10.0, ge=0)
@@ -36,4 +47,9 @@ def load_router_settings(**overrides: object) -> RouterSettings:
     A bad value raises :class:`ConfigError` naming the variable, e.g.
     ``invalid setting INGEST_ROUTER_CONCURRENCY: ...``.
     """
+    if any(k.upper() == _OLD_LIMIT for k in os.environ):
+        raise ConfigError(
+            f"{_OLD_LIMIT} is no longer read: set INGEST_MAX_EVENT_BYTES, the one event size"
+            " limit of ingress and router"
+        )
     return build(RouterSettings, **overrides)

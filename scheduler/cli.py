@@ -1,6 +1,6 @@
 """``ingest schedules sync|pause|resume``: the Temporal Schedules of cron activities.
 
-``ingest activities apply`` (in :mod:`definitions.cli`) reconciles the schedules
+``ingest activities apply`` (in :mod:`app.activities_cmd`) reconciles the schedules
 too, through :func:`sync_and_print`.
 """
 

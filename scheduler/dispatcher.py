@@ -31,12 +31,13 @@ from temporalio import activity, workflow
 
 with workflow.unsafe.imports_passed_through():
     from temporalio.client import Client, ScheduleBackfill, ScheduleOverlapPolicy
-    from temporalio.common import RetryPolicy, SearchAttributeKey
+    from temporalio.common import SearchAttributeKey
     from temporalio.exceptions import ApplicationError
     from temporalio.service import RPCError, RPCStatusCode
 
     from definitions import store as activity_store
     from pipeline import metrics
+    from pipeline.retry import UNTIL_DONE
     from pipeline.starter import DUPLICATE, STARTED, Starter
     from scheduler import misfire, store, timing
     from scheduler.io import CronFireInput, FireInput, FireResult
@@ -76,9 +77,7 @@ class CronFireWorkflow:
             fire,
             start_to_close_timeout=timedelta(seconds=30),
             # Temporal or PostgreSQL down delays the fire, never loses it.
-            retry_policy=RetryPolicy(
-                initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30)
-            ),
+            retry_policy=UNTIL_DONE,
         )
 
 
@@ -226,7 +225,7 @@ class CronActivities:
             # Temporal forgets closed ids after the namespace retention (24 h on
             # the dev server); activity_runs does not, so an old backfill stays a no-op.
             metrics.DUPLICATES_SUPPRESSED.labels(
-                component="scheduler", trigger=TRIGGER_CRON, layer="ledger"
+                component="scheduler", trigger=TRIGGER_CRON, layer=metrics.LAYER_LEDGER
             ).inc()
             log.info("cron run %s already logged: not starting it again", wid)
             return DUPLICATE, wid, run

@@ -26,9 +26,13 @@ APPROVED = "approved"
 REJECTED = "rejected"
 AUTO_REJECTED = "auto_rejected"  # the escalation SLA passed too
 EXPIRED = "expired"  # no resubmission in time
+# Closed without a decision, so that no row stays open after its workflow closed:
+CANCELLED = "cancelled"  # the task's workflow was cancelled (e.g. its run was)
+FAILED = "failed"  # the wait itself failed (the task fails with the error)
+TERMINATED = "terminated"  # terminated or timed out: found closed by the sweep
 DECIDABLE = (WAITING, ESCALATED)
 OPEN = (PENDING, WAITING, ESCALATED, CHANGES_REQUESTED)
-CLOSED = (APPROVED, REJECTED, AUTO_REJECTED, EXPIRED)
+CLOSED = (APPROVED, REJECTED, AUTO_REJECTED, EXPIRED, CANCELLED, FAILED, TERMINATED)
 
 
 @dataclass(frozen=True)
@@ -66,7 +70,9 @@ class AuditEntry:
 
     seq: int
     at: str
-    kind: str  # requested | reminder | escalated | decision | resubmitted | auto_rejected | expired
+    # requested | reminder | escalated | decision | resubmitted | auto_rejected | expired,
+    # or, closing it without a decision: cancelled | failed | terminated
+    kind: str
     round: int  # 1, then +1 per resubmission
     actor: str | None = None
     decision: str | None = None

@@ -1,10 +1,15 @@
 """The event envelope, and the parser for the three accepted input forms.
 
 1. Our JSON envelope: ``{"event_id"?, "type", "source"?, "time"?, "subject"?, "data"?}``.
-2. CloudEvents structured JSON: ``{"specversion": "1.0", "id", "type", "source", ...}``
-   (``id`` becomes ``event_id``; extension attributes are kept in ``extensions``).
+2. CloudEvents structured JSON: ``{"specversion": "1.0", "id", "type", "source", ...}``.
 3. CloudEvents Kafka binary mode: ``ce_specversion``, ``ce_id``, ``ce_type``, ...
    headers, with the message body as ``data`` (JSON when it parses, else a string).
+
+A CloudEvent (2 or 3) is identified by ``source`` + ``id``, not by ``id`` alone: its
+``event_id`` is :func:`schemas.ids.cloudevent_event_id` of the two, the same in both
+modes. Its ``id`` itself is kept in ``extensions["id"]``, next to the other attributes
+the envelope has no field for (``specversion``, extension attributes); no extension
+attribute can be named ``id``, a core attribute's name.
 
 Every rejection raises :class:`EnvelopeError` with a short machine-readable
 ``reason`` (the DLQ header value) and a human ``detail``.
@@ -17,7 +22,15 @@ from typing import Any
 
 import orjson
 
-MAX_EVENT_BYTES = 1_000_000  # default size limit; ingress makes it configurable
+from schemas.errors import IngestError
+from schemas.ids import cloudevent_event_id
+
+# The size limit of one event, in bytes of the Kafka record value, the default of
+# INGEST_MAX_EVENT_BYTES. One limit for both sides of the events topic: ingress refuses
+# a raw message above it (before parsing) and an event that stamping made larger than
+# it; the router refuses an event above it. So an event ingress forwarded is never too
+# large for the router (stamping adds an event_id, or re-serialises, and can grow it).
+MAX_EVENT_BYTES = 1_000_000
 SUPPORTED_SPECVERSIONS = frozenset({"1.0"})
 
 # DLQ reasons (stable strings: dashboards and alerts group by them)
@@ -49,7 +62,7 @@ _CE_CORE = {
 }
 
 
-class EnvelopeError(ValueError):
+class EnvelopeError(IngestError, ValueError):
     def __init__(self, reason: str, detail: str) -> None:
         super().__init__(f"{reason}: {detail}")
         self.reason = reason
@@ -212,11 +225,18 @@ def encode(env: Envelope) -> bytes:
         raise EnvelopeError(R_BAD_FIELD, f"cannot re-serialise event: {exc}") from None
 
 
+def too_large(size: int, max_bytes: int, what: str = "") -> EnvelopeError:
+    """The ``too_large`` rejection of a value of ``size`` bytes (``what``: e.g. "stamped")."""
+    return EnvelopeError(
+        R_TOO_LARGE, f"{what + ' ' if what else ''}{size} bytes exceeds the {max_bytes}-byte limit"
+    )
+
+
 def _parse(value: bytes | None, headers: Any, max_bytes: int) -> Envelope:
     hdrs = decode_headers(headers)
     body = value or b""
     if len(body) > max_bytes:
-        raise EnvelopeError(R_TOO_LARGE, f"{len(body)} bytes exceeds the {max_bytes}-byte limit")
+        raise too_large(len(body), max_bytes)
     if hdrs:
         ce = {n[3:]: v for n, v in hdrs if n.startswith("ce_")}
         if "specversion" in ce:
@@ -293,11 +313,12 @@ def _parse_structured(doc: dict[str, Any], hdrs: tuple[tuple[str, bytes], ...]) 
         data = {"data_base64": doc["data_base64"]}
     ext = {k: v for k, v in doc.items() if k not in _CE_CORE}
     ext["specversion"] = doc["specversion"]
+    ext["id"] = doc["id"]
     if "datacontenttype" in doc:
         ext["datacontenttype"] = doc["datacontenttype"]
     return Envelope(
         type=doc["type"],
-        event_id=doc["id"],
+        event_id=cloudevent_event_id(doc["source"], doc["id"]),
         source=doc["source"],
         time=_opt_str(doc, "time"),
         subject=_opt_str(doc, "subject"),
@@ -331,9 +352,10 @@ def _parse_binary(
     core = {"specversion", "id", "source", "type", "time", "subject"}
     ext = {k: v for k, v in attrs.items() if k not in core}
     ext["specversion"] = attrs["specversion"]
+    ext["id"] = attrs["id"]
     return Envelope(
         type=attrs["type"],
-        event_id=attrs["id"],
+        event_id=cloudevent_event_id(attrs["source"], attrs["id"]),
         source=attrs["source"],
         time=attrs.get("time"),
         subject=attrs.get("subject"),

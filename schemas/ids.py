@@ -1,4 +1,4 @@
-"""The only place workflow ids, run ids, schedule ids and permit ids are formed.
+"""The only place workflow ids, run ids, event ids, schedule ids and permit ids are formed.
 
 THESE FORMATS MUST NEVER CHANGE. They are the idempotency contract (README,
 "The contract"): Temporal rejects a second start of the same workflow id, the
@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 # Fixed namespace for UUIDv5 derivations. Never change it (see module docstring).
 _RUN_NAMESPACE = uuid.UUID("6f1c1c6e-3b8e-5d8a-9c41-4b1f0e7a2d10")
 _EVENT_NAMESPACE = uuid.UUID("0b6b9d0e-7f54-5d3c-8a8e-2f4c3d1e9a77")
+_CLOUDEVENT_NAMESPACE = uuid.UUID("d84fb428-9d54-474e-b269-98d5a98c8492")
 
 
 def _require(name: str, value: str) -> str:
@@ -113,6 +114,28 @@ def _uuid5_str(sha1_hex: str) -> str:
     """
     x = sha1_hex
     return f"{x[:8]}-{x[8:12]}-5{x[13:16]}-{_VARIANT_DIGIT[x[16]]}{x[17:20]}-{x[20:32]}"
+
+
+def cloudevent_event_id(source: str, ce_id: str) -> str:
+    """The ``event_id`` of a CloudEvent: a UUIDv5 of its ``source`` and its ``id``.
+
+    CloudEvents 1.0 makes ``source`` + ``id`` unique per distinct event, not ``id``
+    alone: two producers (two sources) may both send id ``"1"``, and they are two
+    events. The name hashed is ``"{n}:{source}{id}"``, ``n`` the length of ``source``
+    in UTF-8 bytes, written in decimal: the length says where ``source`` ends, so no
+    character of either attribute can move the boundary (``("a:b", "c")`` and
+    ``("a", "b:c")`` are different names). UUIDv5 bounds the id to 36 characters
+    whatever the producer's id, so ``activity-{activity_id}:{event_id}`` stays short.
+    Binary mode (``ce_source``/``ce_id`` headers) and structured mode (JSON) parse to
+    the same two strings, so both renderings of one event get the same id.
+
+    Formed from 2026-12 on (issue 21); before, the event id was the bare CloudEvents
+    ``id``. Never change it again: see the module docstring, and the "Upgrading" note
+    in docs/message-formats.md for what the change did to runs recorded before it.
+    """
+    src = _require("source", source)
+    name = f"{len(src.encode())}:{src}{_require('id', ce_id)}"
+    return str(uuid.uuid5(_CLOUDEVENT_NAMESPACE, name))
 
 
 def content_event_id(key: bytes | None, value: bytes) -> str:

@@ -5,6 +5,13 @@
 * ``database_url``: a fresh database per test, cloned from a migrated template.
 * ``task_queue``: a uuid Temporal task queue per test.
 * ``cfg``: a :class:`pipeline.settings.Settings` wired to all of the above.
+
+Temporal: the session claims a namespace of its own on the stack's dev server
+(``ingest-test``; ``tests.support.namespaces``) and sets ``TEMPORAL_NAMESPACE`` to it
+for the whole session, so ``cfg``, the ``temporal`` client and every process a test
+starts use it, never ``default``. At the end it terminates what is still running
+there, prints how many, and fails the session if ``default`` gained a workflow on one
+of the session's task queues.
 """
 
 from __future__ import annotations
@@ -13,6 +20,8 @@ import asyncio
 import os
 import uuid
 from collections.abc import AsyncIterator, Iterator
+from datetime import UTC, datetime
+from typing import Any
 
 import asyncpg
 import pytest
@@ -21,8 +30,10 @@ from pipeline import db, settings
 from pipeline.stack import manager
 from pipeline.stack.postgres import Postgres
 from pipeline.stack.settings import StackSettings
-from tests.support import ROOT
+from tests.support import ROOT, namespaces
 from tests.support.stack import Stack, Topics
+
+_SUMMARY = pytest.StashKey[list[str]]()
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -35,7 +46,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 @pytest.fixture(scope="session")
-def stack() -> Iterator[Stack]:
+def stack(request: pytest.FixtureRequest) -> Iterator[Stack]:
     cfg = StackSettings(dir=ROOT / ".stack")
     if manager.status(cfg) != 0:
         assert manager.up(cfg) == 0, "ingest stack up failed; see .stack/logs/"
@@ -43,13 +54,48 @@ def stack() -> Iterator[Stack]:
     # Per session, so two pytest runs at once do not fight over one template.
     template = f"ingest_test_template_{os.getpid()}"
     asyncio.run(_make_template(pg_url, template))
-    yield Stack(
-        kafka=f"127.0.0.1:{cfg.kafka_port}",
-        temporal=f"127.0.0.1:{cfg.temporal_port}",
-        admin_db_url=pg_url,
-        template_db=template,
+    temporal = f"127.0.0.1:{cfg.temporal_port}"
+    claim = namespaces.claim(cfg.dir / "test-namespaces")
+    asyncio.run(namespaces.prepare(temporal, claim.name))
+    session = namespaces.Session(temporal, claim.name)
+    namespaces.current = session
+    started = datetime.now(UTC)
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("TEMPORAL_NAMESPACE", claim.name)
+        yield Stack(
+            kafka=f"127.0.0.1:{cfg.kafka_port}",
+            temporal=temporal,
+            namespace=claim.name,
+            admin_db_url=pg_url,
+            template_db=template,
+        )
+    try:
+        leaked = asyncio.run(_close_namespace(request.config, session, started))
+    finally:
+        namespaces.current = None
+        claim.release()
+        asyncio.run(_drop_database(pg_url, template))
+    assert not leaked, (
+        f"{len(leaked)} workflows of this session were started in the default namespace "
+        f"(a client or process that ignores TEMPORAL_NAMESPACE), e.g. {leaked[:3]}"
     )
-    asyncio.run(_drop_database(pg_url, template))
+
+
+async def _close_namespace(
+    config: pytest.Config, session: namespaces.Session, started: datetime
+) -> list[tuple[str, str]]:
+    from temporalio.client import Client
+
+    client = await Client.connect(session.address, namespace=session.namespace)
+    swept = await namespaces.sweep(client)
+    line = namespaces.summary(session.namespace, swept, session.task_queues)
+    config.stash.setdefault(_SUMMARY, []).append(line)
+    return await namespaces.leaked_into(session.address, started, session.task_queues)
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    for line in config.stash.get(_SUMMARY, []):
+        terminalreporter.write_line(line)
 
 
 async def _drop_database(url: str, name: str) -> None:
@@ -115,8 +161,11 @@ async def topics(stack: Stack) -> Topics:
 
 
 @pytest.fixture
-def task_queue() -> str:
-    return f"tq-{uuid.uuid4()}"
+def task_queue(request: pytest.FixtureRequest) -> str:
+    name = f"tq-{uuid.uuid4()}"
+    if namespaces.current is not None:
+        namespaces.current.task_queues[name] = request.node.nodeid
+    return name
 
 
 @pytest.fixture
@@ -128,6 +177,7 @@ def cfg(stack: Stack, topics: Topics, database_url: str, task_queue: str) -> set
         kafka__dlq_topic=topics.dlq,
         kafka__partitions=3,
         temporal__address=stack.temporal,
+        temporal__namespace=stack.namespace,
         temporal__task_queue=task_queue,
         database__url=database_url,
         process__metrics_port=0,
@@ -139,4 +189,4 @@ def cfg(stack: Stack, topics: Topics, database_url: str, task_queue: str) -> set
 async def temporal(stack: Stack):  # type: ignore[no-untyped-def]
     from temporalio.client import Client
 
-    return await Client.connect(stack.temporal)
+    return await Client.connect(stack.temporal, namespace=stack.namespace)

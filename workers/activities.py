@@ -12,18 +12,28 @@ import asyncio
 import contextlib
 import logging
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from datetime import datetime
 from typing import Any, NoReturn, TypeVar
 
 import asyncpg
 from pydantic import ValidationError
 from temporalio import activity
-from temporalio.exceptions import ApplicationError
+from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 
-from pipeline.metrics import DUPLICATES_SUPPRESSED, RUNS_LOGGED, TASK_INSTANCES
+from pipeline.metrics import (
+    DUPLICATES_SUPPRESSED,
+    LAYER_IDEMPOTENCY_KEY,
+    RUN_EXISTING,
+    RUN_INSERTED,
+    RUNS_LOGGED,
+    TASK_FIXES,
+    TASK_INSTANCES,
+    start_at_zero,
+)
 from schemas.definitions import TaskDef
 from schemas.ids import run_id_for
+from schemas.status import RUN_OUTCOMES, TASK_TRANSITIONS, TaskStatus
 from schemas.workflow_io import (
     TRIGGER_CRON,
     TRIGGER_EVENT,
@@ -39,14 +49,29 @@ from schemas.workflow_io import (
     TaskStateResult,
 )
 from workers import store
+from workers.fix_audit import FIX_ACTIONS
 from workers.handlers import PermanentTaskError, Registry, Resources, TaskContext
 from workers.permits.fencing import permit_for
 from workers.planning import PlanError, plan
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
-RUN_STATUSES = ("succeeded", "failed")
-TASK_TRANSITIONS = ("pending", "running", "pending_fix", "succeeded", "failed", "skipped")
+# Every status pipeline_task_instances_total counts (schemas.status).
+TASK_STATUSES: tuple[str, ...] = tuple(TaskStatus)
+
+
+def start_metrics_at_zero(task_types: Iterable[str]) -> None:
+    """Every series the runs part counts (its runs, tasks and fixes), at 0 from the start
+    (see :mod:`pipeline.metrics`)."""
+    start_at_zero(RUNS_LOGGED, result=[RUN_INSERTED, RUN_EXISTING])
+    start_at_zero(TASK_INSTANCES, task_type=task_types, status=TASK_STATUSES)
+    start_at_zero(
+        DUPLICATES_SUPPRESSED,
+        component=["worker"],
+        trigger=[TRIGGER_EVENT, TRIGGER_CRON],
+        layer=[LAYER_IDEMPOTENCY_KEY],
+    )
+    start_at_zero(TASK_FIXES, action=FIX_ACTIONS)
 
 
 def _permanent(message: str, kind: str = "InvalidInput") -> NoReturn:
@@ -111,8 +136,8 @@ def _count(spec: TaskSpec, row: store.TaskRow, claimed_running: bool = False) ->
     """Count a task's change of state (``pipeline_task_instances_total``)."""
     if not row.changed:
         return
-    if claimed_running and row.status == "running":  # claimed and running, in one statement
-        TASK_INSTANCES.labels(task_type=spec.task_type, status="pending").inc()
+    if claimed_running and row.status == TaskStatus.RUNNING:  # claimed and running at once
+        TASK_INSTANCES.labels(task_type=spec.task_type, status=TaskStatus.PENDING).inc()
     TASK_INSTANCES.labels(task_type=spec.task_type, status=row.status).inc()
 
 
@@ -135,7 +160,7 @@ class RunActivities:
         """Record the run once: a retry or replay finds the row and says 'existing'."""
         _check_run(inp.run)
         inserted = await store.insert_run(self._pool, inp.run)
-        RUNS_LOGGED.labels(result="inserted" if inserted else "existing").inc()
+        RUNS_LOGGED.labels(result=RUN_INSERTED if inserted else RUN_EXISTING).inc()
         return LogRunResult(inserted=inserted)
 
     @activity.defn(name="plan_tasks")
@@ -159,7 +184,7 @@ class RunActivities:
         """
         _check_run(inp.run)
         inserted, raw = await store.insert_run_and_tasks(self._pool, inp.run)
-        RUNS_LOGGED.labels(result="inserted" if inserted else "existing").inc()
+        RUNS_LOGGED.labels(result=RUN_INSERTED if inserted else RUN_EXISTING).inc()
         return _plan(inp.run, raw, self._short)
 
     @activity.defn(name="set_task_state")
@@ -167,8 +192,8 @@ class RunActivities:
         """Upsert the task_instances row; ``claimed=False`` means 'a duplicate, skip it'."""
         if inp.status not in TASK_TRANSITIONS:
             _permanent(f"status must be one of {TASK_TRANSITIONS}, got {inp.status!r}")
-        claim_running = inp.claim and inp.status == "running"
-        if inp.status == "pending" or claim_running:
+        claim_running = inp.claim and inp.status == TaskStatus.RUNNING
+        if inp.status == TaskStatus.PENDING or claim_running:
             row = await store.claim_task(
                 self._pool, inp.task_id, inp.run_id, inp.spec, running=claim_running
             )
@@ -178,14 +203,14 @@ class RunActivities:
                 _permanent(f"task {inp.task_id} has no row: set it pending first")
             row = found
         _count(inp.spec, row, claimed_running=claim_running)
-        if row.status == "duplicate" and row.changed:
+        if row.status == TaskStatus.DUPLICATE and row.changed:
             # Content dedupe: shown next to the router's ledger/temporal layers.
             trigger = (inp.spec.payload.get("trigger") or {}).get("trigger_kind") or "unknown"
             DUPLICATES_SUPPRESSED.labels(
-                component="worker", trigger=trigger, layer="idempotency_key"
+                component="worker", trigger=trigger, layer=LAYER_IDEMPOTENCY_KEY
             ).inc()
             log.info("task %s is a duplicate of %s", inp.task_id, row.duplicate_of)
-        return TaskStateResult(claimed=row.status != "duplicate", status=row.status)
+        return TaskStateResult(claimed=row.status != TaskStatus.DUPLICATE, status=row.status)
 
     @activity.defn(name="run_handler")
     async def run_handler(self, inp: RunHandlerInput) -> bool | None:
@@ -195,10 +220,19 @@ class RunActivities:
         """
         handler = self._registry.get(inp.spec.task_type)
         if handler is None:
-            _permanent(
+            # A definition `activities apply` would refuse (stored before it checked, or
+            # written straight into the table): one line, and the task fails. BENIGN keeps
+            # the SDK from logging the same failure again with a traceback.
+            message = (
                 f"no handler for task type {inp.spec.task_type!r} "
-                f"(registered: {', '.join(self._registry.names())})",
-                "UnknownTaskType",
+                f"(registered: {', '.join(self._registry.names())})"
+            )
+            log.error("task %s fails: %s", inp.task_id, message)
+            raise ApplicationError(
+                message,
+                type="UnknownTaskType",
+                non_retryable=True,
+                category=ApplicationErrorCategory.BENIGN,
             )
         info = activity.info()
         await self._note_attempt(inp.task_id, info.attempt)
@@ -231,7 +265,7 @@ class RunActivities:
         A repeat finds the task succeeded already and changes nothing.
         """
         try:
-            row = await store.advance_task(self._pool, inp.task_id, "succeeded")
+            row = await store.advance_task(self._pool, inp.task_id, TaskStatus.SUCCEEDED)
         except Exception as exc:
             log.warning("could not mark %s succeeded, the workflow will: %s", inp.task_id, exc)
             return False
@@ -254,7 +288,7 @@ class RunActivities:
 
     @activity.defn(name="finish_run")
     async def finish_run(self, inp: FinishRunInput) -> None:
-        if inp.status not in RUN_STATUSES:
-            _permanent(f"run status must be one of {RUN_STATUSES}, got {inp.status!r}")
+        if inp.status not in RUN_OUTCOMES:
+            _permanent(f"run status must be one of {RUN_OUTCOMES}, got {inp.status!r}")
         if not await store.finish_run(self._pool, inp.run_id, inp.status):
             _permanent(f"no activity_runs row for run {inp.run_id}", "UnknownRun")

@@ -20,6 +20,9 @@ from temporalio import activity
 from pipeline.metrics import TASK_FIXES
 from schemas.workflow_io import RecordFixInput
 
+# The operator actions on a paused task (pipeline_task_fixes_total{action}).
+FIX_ACTIONS = ("fix", "skip", "abort")
+
 
 class FixActivities:
     def __init__(self, pool: asyncpg.Pool) -> None:

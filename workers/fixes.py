@@ -34,16 +34,15 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
-from datetime import timedelta
 from typing import Any
 
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from temporalio.common import RetryPolicy
     from temporalio.exceptions import ActivityError, ApplicationError
 
     from schemas import search_attributes as sa
+    from schemas.status import TaskStatus
     from schemas.workflow_io import (
         FixEntry,
         FixRequest,
@@ -55,21 +54,17 @@ with workflow.unsafe.imports_passed_through():
         TaskStateResult,
     )
     from workers.continuation import continue_task, suggested
+    from workers.errors import TaskAborted
     from workers.fix_audit import FixActivities
     from workers.merge_patch import PatchError, check_patch
-
-PAUSE = "pause"
-_AUDIT_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1),
-                           maximum_interval=timedelta(seconds=30))  # fmt: skip
-
-
-class TaskAborted(ValueError):
-    """An operator aborted a paused task. A ValueError, so the workflow's usual
-    failure path (which records the error and fails the task) handles it."""
+    from workers.steps import db_step
 
 
 def _refuse(message: str, kind: str) -> ApplicationError:
     return ApplicationError(message, type=kind, non_retryable=True)
+
+
+PAUSE = "pause"  # the on_failure that makes a permanent failure wait for a fix
 
 
 class PausableTask:
@@ -115,26 +110,26 @@ class PausableTask:
                     raise
                 decision = await self._pause(inp, describe(exc))
             if decision.action == "skip":
-                await self._state(inp, "skipped", decision.error)
-                return await self._resolved("skipped")
+                await self._state(inp, TaskStatus.SKIPPED, decision.error)
+                return await self._resolved(TaskStatus.SKIPPED)
             if decision.action == "abort":
                 self._fix_status = "aborted"
                 await self._resolved("aborted")
                 raise TaskAborted(f"aborted by {decision.actor}: {decision.error}")
             self._fix_status = "retrying"
             current = replace(inp, spec=replace(inp.spec, payload=self._payload))
-            await self._state(inp, "running")
+            await self._state(inp, TaskStatus.RUNNING)
             workflow.upsert_search_attributes([sa.STATUS.value_set(sa.RETRYING)])
         if self._fixes:
             workflow.upsert_search_attributes([sa.STATUS.value_set(sa.RESOLVED)])
-        return await self._resolved("succeeded")
+        return await self._resolved(TaskStatus.SUCCEEDED)
 
     def _carry(self, runs: int) -> TaskCarry:
         return TaskCarry(continued_runs=runs, fixes=list(self._fixes))
 
     async def _pause(self, inp: TaskInstanceInput, error: str) -> FixEntry:
         workflow.logger.warning("task %s paused pending a fix: %s", inp.task_id, error)
-        await self._state(inp, "pending_fix", error)
+        await self._state(inp, TaskStatus.PENDING_FIX, error)
         workflow.upsert_search_attributes(
             [
                 sa.STATUS.value_set(sa.PENDING_FIX),
@@ -214,11 +209,9 @@ class PausableTask:
         )
         self._fixes.append(entry)
         task = self._task
-        await workflow.execute_local_activity_method(
+        await db_step(
             FixActivities.record_fix,
             RecordFixInput(task.task_id, task.run_id, task.spec.task_type, entry, patched),
-            start_to_close_timeout=timedelta(seconds=30),
-            retry_policy=_AUDIT_RETRY,
         )
         if patched is not None:
             self._payload = patched

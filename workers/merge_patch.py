@@ -8,12 +8,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from schemas.errors import IngestError
+
 # Keys plan_tasks puts in every payload (workers.planning): the trigger context is
 # a fact about the run, not data an operator corrects.
 RESERVED_KEYS = ("trigger", "event")
 
 
-class PatchError(ValueError):
+class PatchError(IngestError, ValueError):
     """The patch cannot be applied; the message names the offending field."""
 
 

@@ -19,6 +19,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from workers.errors import TaskConfigError
+
 _DEFAULTS: dict[str, float] = {
     "max_attempts": 5,
     "timeout_seconds": 300.0,
@@ -40,15 +42,15 @@ class HandlerOptions:
 def _number(config: Mapping[str, Any], key: str) -> float:
     value = config.get(key, _DEFAULTS[key])
     if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
-        raise ValueError(f"config.{key} must be a positive number, got {value!r}")
+        raise TaskConfigError(f"config.{key} must be a positive number, got {value!r}")
     return float(value)
 
 
 def handler_options(config: Mapping[str, Any]) -> HandlerOptions:
-    """Options from a task config; ``ValueError`` names the bad key."""
+    """Options from a task config; :class:`TaskConfigError` names the bad key."""
     max_attempts = _number(config, "max_attempts")
     if max_attempts != int(max_attempts):
-        raise ValueError(f"config.max_attempts must be an integer, got {max_attempts!r}")
+        raise TaskConfigError(f"config.max_attempts must be an integer, got {max_attempts!r}")
     opts = HandlerOptions(
         max_attempts=int(max_attempts),
         timeout_seconds=_number(config, "timeout_seconds"),
@@ -57,5 +59,5 @@ def handler_options(config: Mapping[str, Any]) -> HandlerOptions:
         retry_max_interval_seconds=_number(config, "retry_max_interval_seconds"),
     )
     if opts.retry_max_interval_seconds < opts.retry_initial_seconds:
-        raise ValueError("config.retry_max_interval_seconds must be >= retry_initial_seconds")
+        raise TaskConfigError("config.retry_max_interval_seconds must be >= retry_initial_seconds")
     return opts

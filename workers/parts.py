@@ -1,7 +1,7 @@
 """Worker parts: the workflows and activities one worker process serves.
 
 The worker is wired from a list of parts assembled by the composition root
-(``pipeline.parts``), so a feature (cron dispatch, permits, fixes, approvals)
+(``app.parts``), so a feature (cron dispatch, permits, fixes, approvals)
 plugs in by adding a part factory there, and ``workers/`` never imports the
 packages that contribute parts. A factory receives the process's shared
 dependencies and returns what to register.
@@ -55,11 +55,12 @@ CORE_WORKFLOW_MODULES = ("workers.run_workflow", "workers.task_workflow")
 
 def core_part(deps: PartDeps) -> WorkerPart:
     """RunActivityWorkflow, its TaskInstanceWorkflow children and their activities."""
-    from workers.activities import RunActivities
+    from workers.activities import RunActivities, start_metrics_at_zero
     from workers.fix_audit import FixActivities
     from workers.run_workflow import RunActivityWorkflow
     from workers.task_workflow import TaskInstanceWorkflow
 
+    start_metrics_at_zero(deps.registry.names())
     acts = RunActivities(deps.pool, deps.registry, deps.resources)
     fixes = FixActivities(deps.pool)  # TaskInstanceWorkflow's pause-and-fix audit
     return WorkerPart(

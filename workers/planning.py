@@ -24,13 +24,15 @@ from typing import Any
 
 from schemas.approval_io import APPROVAL_TASK_TYPE
 from schemas.definitions import TaskDef
+from schemas.errors import IngestError
 from schemas.workflow_io import PermitRequest, RunActivityInput, TaskSpec
 from workers.approvals.config import approval_config
+from workers.errors import TaskConfigError
 from workers.options import handler_options
 from workers.templates import TemplateError, render
 
 
-class PlanError(ValueError):
+class PlanError(IngestError, ValueError):
     """The definitions cannot be planned for this trigger (bad template, bad config)."""
 
 
@@ -70,8 +72,8 @@ def plan(
             if task.type == APPROVAL_TASK_TYPE:
                 approval_config(task.config)
                 if task.permit is not None:  # a person's wait must not hold a scarce slot
-                    raise ValueError("an approval task cannot hold a permit")
-        except ValueError as exc:
+                    raise TaskConfigError("an approval task cannot hold a permit")
+        except TaskConfigError as exc:
             raise PlanError(f"tasks[{pos}] ({task.type}): {exc}") from None
         for _ in range(task.count):
             index = len(specs)

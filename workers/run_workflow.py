@@ -27,6 +27,7 @@ with workflow.unsafe.imports_passed_through():
     )
 
     from schemas.ids import task_workflow_id
+    from schemas.status import TASK_OUTCOMES, RunStatus, TaskStatus
     from schemas.workflow_io import (
         RUN_ACTIVITY_WORKFLOW,
         FinishRunInput,
@@ -41,7 +42,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from workers.activities import RunActivities
     from workers.approvals.stages import run_in_stages
-    from workers.steps import FINISHED, db_step, describe
+    from workers.steps import db_step, describe
     from workers.task_workflow import TaskInstanceWorkflow
 
 # Patch id of start_run (log_run + plan_tasks as one step). Runs started before it
@@ -66,25 +67,25 @@ class RunActivityWorkflow:
         # A failed local activity surfaces as its ApplicationError, not wrapped in
         # an ActivityError as a regular activity's failure is: catch both.
         except (ActivityError, ApplicationError) as exc:
-            await self._finish(inp.run_id, "failed")
+            await self._finish(inp.run_id, RunStatus.FAILED)
             raise ApplicationError(
                 f"planning failed: {describe(exc)}", type="PlanFailed", non_retryable=True
             ) from exc
         # An approval task gates the tasks after it (workers/approvals/stages.py): they
         # are reported skipped when it is not given, and its failure fails the run.
         results = await run_in_stages(inp.run_id, planned.tasks, lambda s: self._child(inp, s))
-        counts = {s: sum(r.status == s for r in results) for s in FINISHED}
+        counts = {s: sum(r.status == s for r in results) for s in TASK_OUTCOMES}
         # A task an operator skipped does not fail the run (it is counted apart).
-        status = "failed" if counts["failed"] else "succeeded"
+        status = RunStatus.FAILED if counts[TaskStatus.FAILED] else RunStatus.SUCCEEDED
         await self._finish(inp.run_id, status)
         return RunActivityResult(
             run_id=inp.run_id,
             status=status,
             tasks_total=len(results),
-            tasks_succeeded=counts["succeeded"],
-            tasks_failed=counts["failed"],
+            tasks_succeeded=counts[TaskStatus.SUCCEEDED],
+            tasks_failed=counts[TaskStatus.FAILED],
             tasks_duplicate=len(results) - sum(counts.values()),
-            tasks_skipped=counts["skipped"],
+            tasks_skipped=counts[TaskStatus.SKIPPED],
         )
 
     async def _child(self, inp: RunActivityInput, spec: TaskSpec) -> TaskInstanceResult:
@@ -100,9 +101,9 @@ class RunActivityWorkflow:
             # Only when this run id executes again (e.g. after a reset): the task
             # already ran under this id, so it is not run again.
             workflow.logger.info("task %s was already started; not running it again", task_id)
-            return TaskInstanceResult(task_id, "duplicate", "already started")
+            return TaskInstanceResult(task_id, TaskStatus.DUPLICATE, "already started")
         except ChildWorkflowError as exc:
-            return TaskInstanceResult(task_id, "failed", describe(exc))
+            return TaskInstanceResult(task_id, TaskStatus.FAILED, describe(exc))
 
     async def _start(self, inp: RunActivityInput) -> PlanTasksResult:
         """log_run + plan_tasks: one step (histories from before the patch replay two)."""

@@ -4,8 +4,9 @@ Temporal's sandbox executes a workflow's own module afresh for every workflow
 instance (its module state stays per-instance) and loads every other module it is
 not told to pass through afresh too; a module passed through is loaded once per
 process and shared. Reloading a workflow module and re-applying ``workflow.defn``
-to its class costs 4-8 ms of the worker's event loop per instance (``python -m
-bench.sandbox``), two instances per one-task run.
+to its class costs the worker's event loop milliseconds per instance, and a
+one-task run has two instances (figures: docs/benchmarks.md, ``python -m
+bench.sandbox``).
 
 So the run's workflow modules (``workers.parts.CORE_WORKFLOW_MODULES``) are
 passed through too (a part lists them in ``WorkerPart.passthrough``). That is
@@ -16,39 +17,41 @@ is given up: a call like ``datetime.now()`` written directly in those two module
 is no longer caught by the sandbox (the determinism rules still apply; replay
 tests still catch the effect). The sandbox's other protections (restricted
 builtins, per-instance state of every other workflow) stay.
-:func:`reloaded_modules` lists what an instance loads, for tests and ``bench.sandbox``.
+``tests.support.sandbox.reloaded_modules`` lists what an instance loads, for the
+tests and ``bench.sandbox``.
 
 The runner is the SDK's sandboxed runner with one change (:class:`SandboxRunner`):
 the serialization context of a payload is read from the workflow instance
-directly instead of through the sandbox. temporalio 1.35 asks for that context
-for every payload sequence it visits, three times on the way in and four on the
-way out, codec or not, and each sandboxed answer costs an ``exec`` of a code
-string under the sandbox's import hooks: 48-86 µs a call against 0.8-1.5 µs
-read directly (``python -m bench.sandbox``), at 43 look-ups per one-task run and
-118 per four-task run (``python -m bench.e2e.profile``). The answer
+directly instead of through the sandbox. The SDK asks for that context for every
+payload sequence it visits, on the way in and on the way out, codec or not, and
+each sandboxed answer runs an ``exec`` of a code string under the sandbox's
+import hooks, tens of times per run; read directly it is a plain method call
+(figures: docs/benchmarks.md, "Serialization contexts read directly"). The answer
 is a pure read of the instance's pending commands and info: no import, no clock,
 no randomness, nothing the sandbox guards against; the workflow code itself still
 runs inside the sandbox on every activation.
+
+Nothing private of the SDK is imported at run time (only for annotations), so an
+SDK release that renames its internals cannot break ``ingest worker`` at import:
+the direct path reads the in-sandbox instance with ``getattr`` and falls back to
+the SDK's own sandboxed answer when it is not there. temporalio is pinned to the
+tested minor release (pyproject.toml; ``tests/unit/test_dependency_pins.py``).
 """
 
 from __future__ import annotations
 
-import sys
-from types import ModuleType
+from typing import TYPE_CHECKING
 
 import temporalio.converter
 import temporalio.workflow
-from temporalio.api.common.v1 import Payloads
-from temporalio.api.failure.v1 import Failure
-from temporalio.bridge.proto.workflow_activation import WorkflowActivation
-from temporalio.bridge.proto.workflow_completion import WorkflowActivationCompletion
-from temporalio.converter import StorageDriverStoreContext
 from temporalio.worker import WorkflowInstance, WorkflowInstanceDetails
-from temporalio.worker._command_aware_visitor import CommandInfo
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
-from temporalio.worker.workflow_sandbox._restrictions import RestrictedModule
-from temporalio.worker.workflow_sandbox._runner import _fake_info
-from temporalio.workflow import _Definition
+
+if TYPE_CHECKING:  # annotations only: a private module, and types new in temporalio 1.24
+    from temporalio.bridge.proto.workflow_activation import WorkflowActivation
+    from temporalio.bridge.proto.workflow_completion import WorkflowActivationCompletion
+    from temporalio.converter import StorageDriverStoreContext
+    from temporalio.worker._command_aware_visitor import CommandInfo
 
 # Deterministic, side-effect-free at import, used by workflow code: never reload them.
 PASSTHROUGH = ("schemas",)
@@ -110,44 +113,3 @@ def workflow_runner(
     ``direct_contexts=False`` gives the SDK's runner unchanged."""
     runner = SandboxRunner if direct_contexts else SandboxedWorkflowRunner
     return runner(restrictions=restrictions(*workflow_modules))
-
-
-def instance_details(workflow_class: type) -> WorkflowInstanceDetails:
-    """What the SDK passes when it creates an instance (as in its own validation)."""
-    conv = temporalio.converter.DataConverter.default
-    return WorkflowInstanceDetails(
-        payload_converter_factory=conv._new_payload_converter,
-        failure_converter_class=conv.failure_converter_class,
-        interceptor_classes=[],
-        defn=_Definition.must_from_class(workflow_class),
-        info=_fake_info,
-        randomness_seed=-1,
-        extern_functions={},
-        disable_eager_activity_execution=False,
-        worker_level_failure_exception_types=[],
-        patch_activation_callback=None,
-        last_completion_result=Payloads(),
-        last_failure=Failure(),
-    )
-
-
-async def reloaded_modules(
-    workflow_class: type, runner: SandboxedWorkflowRunner | None = None
-) -> list[str]:
-    """Modules one sandboxed instance of ``workflow_class`` executes anew (not passed through).
-
-    Async only because an instance binds itself to the running event loop.
-    """
-    instance = (runner or workflow_runner()).create_instance(instance_details(workflow_class))
-    if isinstance(instance, DirectContexts):
-        instance = instance.sandboxed
-    loaded: dict[str, ModuleType] = instance.importer.new_modules  # type: ignore[attr-defined]
-    out = []
-    for name, mod in loaded.items():
-        if name in ("sys", "builtins", "__main__"):
-            continue
-        if isinstance(mod, RestrictedModule):  # a passed-through module, wrapped
-            mod = object.__getattribute__(mod, "__temporal_state").obj
-        if mod is not sys.modules.get(name):
-            out.append(name)
-    return sorted(out)

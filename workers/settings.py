@@ -22,13 +22,13 @@ class WorkerSettings(BaseSettings):
     # Concurrent workflow-task polls, and the share of them on the task queue's normal
     # partition, where the first task of every new workflow waits (the rest poll this
     # worker's sticky queue). The SDK's 5 and 0.2 leave one poller for every new run
-    # and child: bench.e2e ran (b) 20-90 % faster with 10 and 0.5 (docs/benchmarks.md).
+    # and child, so new runs queue behind sticky polls (bench.e2e: docs/benchmarks.md).
     workflow_task_pollers: int = Field(10, ge=2)
     nonsticky_poll_ratio: float = Field(0.5, gt=0, le=1)
     # Serialization contexts read from the workflow instance, not through the sandbox
-    # (workers.sandbox.SandboxRunner: 16-17 % less worker CPU per run, bench.e2e.runner_ab).
-    # false = the SDK's runner as it ships: a way back should an SDK release change what
-    # this relies on.
+    # (workers.sandbox.SandboxRunner), which saves worker CPU on every run (measured by
+    # bench.e2e.runner_ab: docs/benchmarks.md). false = the SDK's runner as it ships: a
+    # way back should an SDK release change what this relies on.
     sandbox_direct_contexts: bool = True
     # The Temporal SDK's own Prometheus metrics (task latencies, poll counts); 0 = off.
     sdk_metrics_port: int = Field(0, ge=0, le=65535)

@@ -13,18 +13,14 @@ from datetime import timedelta
 from typing import Any
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError, TimeoutError
+
+from pipeline.retry import UNTIL_DONE
 
 # Bookkeeping activities only touch PostgreSQL: retry them without limit (a
 # database outage delays runs, never fails them), with a capped backoff.
-DB_RETRY = RetryPolicy(
-    initial_interval=timedelta(seconds=1), backoff_coefficient=2.0,
-    maximum_interval=timedelta(seconds=30),
-)  # fmt: skip
+DB_RETRY = UNTIL_DONE
 DB_TIMEOUT = timedelta(seconds=30)
-# Task outcomes a run counts; the rest of its tasks are duplicates.
-FINISHED = ("succeeded", "failed", "skipped")
 
 
 async def db_step(method: Callable[[Any, Any], Awaitable[Any]], arg: Any) -> Any:

@@ -25,6 +25,7 @@ from datetime import datetime
 import asyncpg
 import orjson
 
+from schemas.status import TaskStatus
 from schemas.workflow_io import RunActivityInput, TaskSpec
 
 
@@ -123,7 +124,7 @@ async def claim_task(
     """
     payload = orjson.dumps(spec.payload).decode()
     args = (task_id, uuid.UUID(run_id), spec.task_type, spec.index)
-    status, attempts = ("running", 1) if running else ("pending", 0)
+    status, attempts = (TaskStatus.RUNNING, 1) if running else (TaskStatus.PENDING, 0)
     async with pool.acquire() as conn:
         # No conflict target: a clash on the id or on the unique key both land here.
         inserted = await conn.fetchval(
@@ -140,8 +141,8 @@ async def claim_task(
             return TaskRow(status, True)
         row = await _current(conn, task_id)
         if row is not None:  # a repeat: the row already decided
-            if running and row["status"] == "pending":
-                advanced = await _advance(conn, task_id, "running", None)
+            if running and row["status"] == TaskStatus.PENDING:
+                advanced = await _advance(conn, task_id, TaskStatus.RUNNING, None)
                 assert advanced is not None  # the row was just read
                 return advanced
             return TaskRow(row["status"], False, row["duplicate_of"])
@@ -166,12 +167,13 @@ async def claim_task(
 # The states each status may be entered from. pending_fix -> running is a retry
 # after an operator's fix; it is the only way back, so a repeated (retried) write
 # of a transition already made changes nothing.
+_S = TaskStatus
 ALLOWED_FROM: dict[str, list[str]] = {
-    "running": ["pending", "pending_fix"],
-    "pending_fix": ["running"],
-    "succeeded": ["pending", "running"],
-    "failed": ["pending", "running", "pending_fix"],
-    "skipped": ["pending_fix"],
+    _S.RUNNING: [_S.PENDING, _S.PENDING_FIX],
+    _S.PENDING_FIX: [_S.RUNNING],
+    _S.SUCCEEDED: [_S.PENDING, _S.RUNNING],
+    _S.FAILED: [_S.PENDING, _S.RUNNING, _S.PENDING_FIX],
+    _S.SKIPPED: [_S.PENDING_FIX],
 }
 
 

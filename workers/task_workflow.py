@@ -24,6 +24,7 @@ with workflow.unsafe.imports_passed_through():
         ApprovalState,
         ApprovalUpdateResult,
     )
+    from schemas.status import TASK_OUTCOMES, TaskStatus
     from schemas.workflow_io import (
         PermitGrant,
         RunHandlerInput,
@@ -35,10 +36,11 @@ with workflow.unsafe.imports_passed_through():
     from workers.activities import RunActivities
     from workers.approvals import rules as approval_rules
     from workers.approvals.flow import ApprovalFlow
+    from workers.errors import TaskConfigError, TaskFailed
     from workers.fixes import PausableTask
     from workers.options import handler_options
     from workers.permits.scope import hold_permit
-    from workers.steps import FINISHED, db_step, describe, local_step
+    from workers.steps import db_step, describe, local_step
 
 
 @workflow.defn(name="TaskInstanceWorkflow")
@@ -57,23 +59,25 @@ class TaskInstanceWorkflow(PausableTask):
         if inp.continued is None:  # a run continued as new was claimed by the first one
             claim = await self._claim(inp)
             if not claim.claimed:
-                return TaskInstanceResult(inp.task_id, "duplicate")
-            if claim.status in FINISHED:  # finished earlier
+                return TaskInstanceResult(inp.task_id, TaskStatus.DUPLICATE)
+            if claim.status in TASK_OUTCOMES:  # finished earlier
                 return TaskInstanceResult(inp.task_id, claim.status)
         try:
             if self._approval is not None:
-                await self._approval.run()  # raises ApprovalRejected (a ValueError)
-                status = "succeeded"
+                await self._approval.run()  # raises ApprovalRejected (a TaskFailed)
+                status: str = TaskStatus.SUCCEEDED
             else:
                 # on_failure=pause: a permanent failure waits for a fix (workers.fixes); the
                 # permit is held per attempt, so a paused task holds none while it waits.
                 status = await self._recoverable(inp, self._attempt, describe)
-        except (ActivityError, ValueError) as exc:
+        # A failed handler, or an outcome decided here; anything else is a bug and fails
+        # the workflow task (a fixed worker then replays it), not the task.
+        except (ActivityError, TaskFailed, TaskConfigError) as exc:
             error = describe(exc)
-            await self._state(inp, "failed", error)
-            return TaskInstanceResult(inp.task_id, "failed", error)
-        if status == "succeeded" and not self._finished:  # a short handler's step may have
-            await self._state(inp, "succeeded")
+            await self._state(inp, TaskStatus.FAILED, error)
+            return TaskInstanceResult(inp.task_id, TaskStatus.FAILED, error)
+        if status == TaskStatus.SUCCEEDED and not self._finished:  # a short handler's step may have
+            await self._state(inp, TaskStatus.SUCCEEDED)
         return TaskInstanceResult(inp.task_id, status)
 
     async def _attempt(self, inp: TaskInstanceInput) -> None:
@@ -92,7 +96,7 @@ class TaskInstanceWorkflow(PausableTask):
         is raised as the same ActivityError a regular activity's is (``workers.steps``).
 
         Raises ActivityError when the handler fails for good (non-retryable, or
-        retries exhausted) and ValueError for a bad handler config.
+        retries exhausted) and TaskConfigError for a bad handler config.
         """
         opts = handler_options(inp.spec.config)
         local = inp.spec.local
@@ -123,11 +127,11 @@ class TaskInstanceWorkflow(PausableTask):
         if inp.claim_running:
             return await db_step(  # type: ignore[no-any-return]
                 RunActivities.set_task_state,
-                TaskStateInput(inp.task_id, inp.run_id, inp.spec, "running", claim=True),
+                TaskStateInput(inp.task_id, inp.run_id, inp.spec, TaskStatus.RUNNING, claim=True),
             )
-        claim = await self._state(inp, "pending")
-        if claim.claimed and claim.status not in FINISHED:
-            await self._state(inp, "running")
+        claim = await self._state(inp, TaskStatus.PENDING)
+        if claim.claimed and claim.status not in TASK_OUTCOMES:
+            await self._state(inp, TaskStatus.RUNNING)
         return claim
 
     async def _state(
@@ -135,7 +139,7 @@ class TaskInstanceWorkflow(PausableTask):
     ) -> TaskStateResult:
         # Only a claim ("pending") stores the spec; other steps send its key, not the
         # payload again (a step's input is not in history, so replay is unaffected).
-        spec = inp.spec if status == "pending" else inp.spec.key_only()
+        spec = inp.spec if status == TaskStatus.PENDING else inp.spec.key_only()
         return await db_step(  # type: ignore[no-any-return]
             RunActivities.set_task_state,
             TaskStateInput(inp.task_id, inp.run_id, spec, status, error),

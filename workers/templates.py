@@ -18,10 +18,12 @@ from typing import Any
 
 import orjson
 
+from schemas.errors import IngestError
+
 _TOKEN = re.compile(r"\{\{|\}\}|\{([^{}]*)\}|[{}]")
 
 
-class TemplateError(ValueError):
+class TemplateError(IngestError, ValueError):
     """The template is malformed or names a field the context does not have."""
 
 

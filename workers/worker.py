@@ -81,7 +81,7 @@ async def run_worker(
     """Run until ``shutdown`` is triggered; returns the exit code. Raises Unreachable.
 
     ``parts`` defaults to the runs alone; ``ingest worker`` passes
-    ``pipeline.parts.worker_parts()``.
+    ``app.parts.worker_parts()``.
     """
     wcfg = worker_settings or load_worker_settings()
     registry = registry or load_registry(wcfg.task_handlers)

@@ -21,9 +21,10 @@ import pstats
 import time
 from typing import Any
 
+from app.parts import worker_parts
+from bench.cli import parse_args
 from bench.common import drop_env, make_env, seed_activity, start_worker
-from bench.e2e.run import direct_runs
-from pipeline.parts import worker_parts
+from bench.e2e.run import E2E_ENV, direct_runs
 
 # (label, substring of pstats' "file:line(function)" key) whose cumulative time is reported
 BUCKETS = (
@@ -109,4 +110,12 @@ async def run() -> dict[str, Any]:
 
 
 if __name__ == "__main__":
+    parse_args(
+        __doc__,
+        {
+            "BENCH_E2E_RUNS": "runs profiled (default 60)",
+            "BENCH_E2E_TASKS": E2E_ENV["BENCH_E2E_TASKS"],
+            "BENCH_E2E_IN_FLIGHT": E2E_ENV["BENCH_E2E_IN_FLIGHT"],
+        },
+    )
     asyncio.run(run())

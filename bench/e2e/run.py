@@ -9,7 +9,7 @@ rounds, ordered a, b, c, c, b, a:
   activity, no database, started directly;
 * (b) ``RunActivityWorkflow`` started directly with the contract id and
   REJECT_DUPLICATE (what the router does), on the production worker wiring
-  (``run_worker`` with ``pipeline.parts.worker_parts()``);
+  (``run_worker`` with ``app.parts.worker_parts()``);
 * (c) the full pipeline: events on the raw topic -> ``ingest ingress`` ->
   ``ingest router`` (real processes) -> the same worker.
 
@@ -45,6 +45,7 @@ from temporalio.client import Client, WorkflowHandle
 from temporalio.common import WorkflowIDReusePolicy
 from temporalio.service import RPCError, RPCStatusCode
 
+from app.parts import worker_parts
 from bench.common import (
     RESULTS,
     Env,
@@ -63,15 +64,14 @@ from bench.common import (
 )
 from bench.e2e.bare import BARE_MODULES, BareChild, BareInput, BareParent, bare_noop
 from bench.e2e.probe import CpuMeter, find_pids, history_shape
-from pipeline.parts import worker_parts
 from pipeline.settings import Settings
 from router.settings import RouterSettings
 from schemas.ids import event_workflow_id, run_id_for, task_workflow_id
 from schemas.workflow_io import RunActivityInput
 from workers.parts import WorkerPart
+from workers.run_workflow import RunActivityWorkflow
 from workers.settings import WorkerSettings
 from workers.worker import build_worker
-from workers.workflows import RunActivityWorkflow
 
 NAME = "e2e"
 SHAPES = (1, 4)  # tasks per run; BENCH_E2E_SHAPES=1 measures one shape only
@@ -92,6 +92,15 @@ def _order() -> tuple[str, ...]:
 
 
 GOAL_B_A, GOAL_C_B = 0.85, 0.9
+
+E2E_ENV = {  # what the --help of bench.e2e and its diagnostics lists
+    "BENCH_E2E_RUNS": "runs per round (default 256)",
+    "BENCH_E2E_TASKS": "noop tasks per run (default 1)",
+    "BENCH_E2E_IN_FLIGHT": "runs in flight (default: the router's start concurrency)",
+    "BENCH_E2E_SHAPES": "tasks per run of each shape measured, e.g. 1,4 (default 1,4)",
+    "BENCH_E2E_ORDER": "phase order, each of a, l, b, c at least once (default albccbla)",
+    "BENCH_E2E_PERF": "a directory: perf record the Temporal server per phase",
+}
 
 
 def in_flight() -> int:

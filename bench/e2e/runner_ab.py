@@ -19,10 +19,11 @@ import statistics
 import time
 from typing import Any
 
+from app.parts import worker_parts
+from bench.cli import parse_args
 from bench.common import drop_env, make_env, seed_activity, start_worker, steady_rate, write_result
 from bench.e2e.probe import CpuMeter, find_pids
-from bench.e2e.run import direct_runs
-from pipeline.parts import worker_parts
+from bench.e2e.run import E2E_ENV, direct_runs
 from workers.settings import WorkerSettings
 
 NAME = "runner_ab"
@@ -82,4 +83,12 @@ async def run() -> dict[str, Any]:
 
 
 if __name__ == "__main__":
+    parse_args(
+        __doc__,
+        {
+            "BENCH_E2E_RUNS": E2E_ENV["BENCH_E2E_RUNS"],
+            "BENCH_E2E_TASKS": E2E_ENV["BENCH_E2E_TASKS"],
+            "BENCH_E2E_IN_FLIGHT": E2E_ENV["BENCH_E2E_IN_FLIGHT"],
+        },
+    )
     asyncio.run(run())

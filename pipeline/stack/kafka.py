@@ -9,6 +9,7 @@ once with Maven; ``server.properties`` and the log4j config are written from
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import shutil
 import subprocess
@@ -17,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from pipeline.stack.maven import copy_jars
 from pipeline.stack.procs import StackError, wait_for
 from pipeline.stack.service import Service
 from pipeline.stack.settings import HOST
@@ -33,36 +35,58 @@ class Kafka(Service):
 
     def libs(self) -> Path:
         """Fetch the broker jars with Maven once; returns the folder of jars."""
-        libs = self.home / f"libs-{self.cfg.kafka_version}"
-        if (libs / ".complete").exists():
-            return libs
-        if shutil.which("mvn") is None:
-            raise StackError(
-                "Maven (mvn) is needed to fetch the Kafka broker jars: install it "
-                "(Debian: apt-get install maven) and run again"
-            )
-        self.home.mkdir(parents=True, exist_ok=True)
-        pom = self.home / "pom.xml"
-        pom.write_text(template("kafka-pom.xml").format(version=self.cfg.kafka_version))
-        cmd = [
-            "mvn",
-            "-q",
-            "-B",
-            "-f",
-            str(pom),
-            "dependency:copy-dependencies",
-            f"-DoutputDirectory={libs}",
-            "-DincludeScope=runtime",
-        ]
-        res = subprocess.run(cmd, capture_output=True, text=True)
-        if res.returncode != 0:
-            raise StackError(
-                f"fetching the Kafka {self.cfg.kafka_version} broker jars with Maven failed "
-                f"(check network access to Maven Central or set INGEST_STACK_KAFKA_VERSION):\n"
-                f"{(res.stdout + res.stderr)[-2000:]}"
-            )
-        (libs / ".complete").write_text("ok\n")
-        return libs
+        return self._fetch("kafka-pom.xml", f"libs-{self.cfg.kafka_version}", "broker jars")
+
+    def tools(self) -> Path:
+        """Fetch Kafka's command-line tools jar (``kafka-tools``, e.g. ``ConsoleProducer``)
+        once; returns its folder. The jar alone: the broker jars of :meth:`libs` hold
+        everything it needs, so the tools run on ``libs()/*`` plus ``tools()/*``. The
+        broker itself never loads it."""
+        self.libs()
+        return self._fetch("kafka-tools-pom.xml", f"tools-{self.cfg.kafka_version}", "tools jar")
+
+    def log_size(self, topic: str, bootstrap: str | None = None) -> int:
+        """Bytes of ``topic``'s log segments on the brokers (every replica), as the
+        brokers report them (``DescribeLogDirs``, through Kafka's ``LogDirsCommand``):
+        what a topic costs on disk, compressed batches as they are stored."""
+        res = subprocess.run(
+            [
+                _java(),
+                "-cp",
+                f"{self.libs()}/*:{self.tools()}/*",
+                "org.apache.kafka.tools.LogDirsCommand",
+                "--describe",
+                "--bootstrap-server",
+                bootstrap or self.address,
+                "--topic-list",
+                topic,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        found = [line for line in res.stdout.splitlines() if line.startswith("{")]
+        if res.returncode != 0 or not found:
+            raise StackError(f"describing the log dirs of {topic} failed:\n{res.stderr[-2000:]}")
+        brokers = json.loads(found[-1])["brokers"]
+        return sum(
+            int(part["size"])
+            for broker in brokers
+            for log_dir in broker["logDirs"]
+            for part in log_dir["partitions"]
+            if part["partition"].rpartition("-")[0] == topic
+        )
+
+    def _fetch(self, pom_template: str, folder: str, what: str) -> Path:
+        """The jars a pom from the templates names, copied into ``folder`` once."""
+        version = self.cfg.kafka_version
+        return copy_jars(
+            self.home / pom_template,
+            template(pom_template).format(version=version),
+            self.home / folder,
+            f"the Kafka {version} {what}",
+            "check network access to Maven Central or set INGEST_STACK_KAFKA_VERSION",
+        )
 
     def ensure(self) -> str:
         if self.already_running("Kafka"):

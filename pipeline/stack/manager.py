@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable, Sequence
+from dataclasses import replace
 
 from pipeline.command import Command
+from pipeline.settings import build
 from pipeline.stack.kafka import Kafka
 from pipeline.stack.kafka_cluster import KafkaCluster, stack_kafka
 from pipeline.stack.postgres import Postgres
@@ -51,7 +54,13 @@ def _addresses(cfg: StackSettings, kafka_nodes: int | None = None) -> dict[str, 
     return out
 
 
-def up(cfg: StackSettings, partitions: int | None = None, kafka_nodes: int | None = None) -> int:
+def up(
+    cfg: StackSettings,
+    partitions: int | None = None,
+    kafka_nodes: int | None = None,
+    extra_topics: Sequence[str] = (),
+) -> int:
+    """Start what is not running, then create the pipeline's topics and ``extra_topics``."""
     import asyncio
 
     from pipeline import settings
@@ -65,11 +74,8 @@ def up(cfg: StackSettings, partitions: int | None = None, kafka_nodes: int | Non
             print(f"{name}: FAILED: {exc}", file=sys.stderr)
             return 1
         print(f"{name:9} {state:24} {addrs[name]}")
-    from workers.settings import load_worker_settings
-
     k = settings.load_settings().kafka
-    # The application topics, plus where `emit` tasks publish by default.
-    topics = [k.raw_topic, k.events_topic, k.dlq_topic, load_worker_settings().emit_topic]
+    topics = [k.raw_topic, k.events_topic, k.dlq_topic, *extra_topics]
     created = asyncio.run(ensure_topics(k, topics, partitions or k.partitions))
     print(topics_line(topics, created, partitions or k.partitions))
     if "," in addrs["kafka"]:
@@ -113,10 +119,11 @@ def status(cfg: StackSettings) -> int:
     return 1 if bad else 0
 
 
-def _run(args: argparse.Namespace) -> int:
-    cfg = StackSettings(**({"temporal": args.temporal} if args.temporal else {}))
+def _run(args: argparse.Namespace, extra_topics: Sequence[str] = ()) -> int:
+    # A bad INGEST_STACK_* value: one line naming it.
+    cfg = build(StackSettings, temporal=args.temporal)
     if args.action == "up":
-        return up(cfg, args.partitions, args.kafka_nodes)
+        return up(cfg, args.partitions, args.kafka_nodes, extra_topics)
     if args.action == "down":
         return down(cfg)
     return status(cfg)
@@ -163,3 +170,9 @@ COMMAND = Command(
     run=_run,
     flags=_flags,
 )
+
+
+def command(extra_topics: Callable[[], Sequence[str]]) -> Command:
+    """``ingest stack`` whose ``up`` also creates ``extra_topics()`` (the application's:
+    the composition root knows them, this library does not)."""
+    return replace(COMMAND, run=lambda args: _run(args, extra_topics()))

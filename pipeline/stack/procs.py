@@ -14,8 +14,10 @@ import subprocess
 import time
 from pathlib import Path
 
+from schemas.errors import IngestError
 
-class StackError(Exception):
+
+class StackError(IngestError):
     """A service could not be started; the message says what to do."""
 
 

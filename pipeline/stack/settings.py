@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 HOST = "127.0.0.1"
@@ -27,6 +28,10 @@ class StackSettings(BaseSettings):
     temporal_port: int = Field(7233, ge=1, le=65535)
     temporal_ui: bool = True
     temporal_ui_port: int = Field(8233, ge=1, le=65535)
+    # Dev-server dynamic config, ``KEY=VALUE`` pairs (VALUE is JSON), each passed as
+    # ``--dynamic-config-value``; e.g. ["limit.historyCount.suggestContinueAsNew=40"].
+    # From the environment: a JSON list.
+    temporal_dynamic_config: tuple[str, ...] = ()
     # Which Temporal: `dev` is `temporal server start-dev` (one process, one history
     # shard, SQLite); `server` is the real server (go.temporal.io/server) on the
     # stack's PostgreSQL, built once with `go install` (pipeline/stack/temporal_server.py).
@@ -44,3 +49,18 @@ class StackSettings(BaseSettings):
     temporal_shape: Literal["single", "split"] = "single"
     temporal_history_hosts: int = Field(2, ge=1, le=4)
     pg_port: int = Field(55432, ge=1, le=65535)
+
+    @field_validator("temporal_dynamic_config")
+    @classmethod
+    def _key_value_pairs(cls, pairs: tuple[str, ...]) -> tuple[str, ...]:
+        for pair in pairs:
+            key, sep, value = pair.partition("=")
+            if not sep or not key.strip():
+                raise ValueError(f"{pair!r} is not KEY=VALUE")
+            try:
+                json.loads(value)
+            except ValueError:
+                raise ValueError(
+                    f"{pair!r}: the value must be JSON (a string needs quotes)"
+                ) from None
+        return pairs

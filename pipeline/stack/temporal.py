@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import shutil
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from pipeline.stack.procs import StackError, wait_for
@@ -21,13 +21,13 @@ from pipeline.temporal_setup import register_on, start_dev_flags
 @dataclass
 class Temporal(Service):
     """The stack keeps its state in a SQLite file; tests may start a private, in-memory
-    server (``persist=False``) with ``dynamic_config`` values, e.g.
-    ``{"limit.historyCount.suggestContinueAsNew": "40"}``."""
+    server (``persist=False``). ``cfg.temporal_dynamic_config`` (``KEY=VALUE`` pairs, e.g.
+    ``limit.historyCount.suggestContinueAsNew=40``) becomes ``--dynamic-config-value``
+    flags: the dev server reads them at start only."""
 
     name = "temporal"
     port_setting = "temporal_port"
     persist: bool = True
-    dynamic_config: dict[str, str] = field(default_factory=dict)
 
     def handshake(self) -> bool:
         return _temporal_handshake(self.address)
@@ -53,8 +53,8 @@ class Temporal(Service):
             argv += ["--db-filename", str(self.home / "temporal.db")]
             argv += ["--sqlite-pragma", "journal_mode=wal", "--sqlite-pragma", "synchronous=normal"]
         argv += ["--log-level", "warn", *start_dev_flags()]  # pause-and-fix search attributes
-        for key, value in self.dynamic_config.items():
-            argv += ["--dynamic-config-value", f"{key}={value}"]
+        for pair in self.cfg.temporal_dynamic_config:
+            argv += ["--dynamic-config-value", pair]
         if self.cfg.temporal_ui:
             argv += ["--ui-port", str(self.cfg.temporal_ui_port)]
         else:

@@ -25,6 +25,7 @@ are on ``P+2000`` onwards (frontend first), for the benchmarks' per-run figures.
 from __future__ import annotations
 
 import asyncio
+import json
 import subprocess
 from dataclasses import dataclass
 from datetime import timedelta
@@ -48,6 +49,8 @@ def databases(cfg: StackSettings) -> dict[str, str]:
     """``{database: embedded schema}``: the default store's, then visibility's."""
     name = cfg.temporal_database
     return {name: SCHEMAS[0], f"{name}_visibility": SCHEMAS[1]}
+
+
 NAMESPACE = "default"
 # The dev server's retention for `default`, which docs/router.md's ledger reasoning assumes.
 RETENTION = timedelta(hours=24)
@@ -178,6 +181,18 @@ def server_config(cfg: StackSettings, proc: ServerProc, pg_url: str, dynamic: Pa
     }
 
 
+def dynamic_config(cfg: StackSettings) -> dict[str, list[dict[str, object]]]:
+    """The stack's dynamic config file, with ``INGEST_STACK_TEMPORAL_DYNAMIC_CONFIG``'s
+    pairs on top (the same setting the dev server takes as ``--dynamic-config-value``)."""
+    values: dict[str, list[dict[str, object]]] = yaml.safe_load(
+        template("temporal-dynamic-config.yaml")
+    )
+    for pair in cfg.temporal_dynamic_config:
+        key, _, value = pair.partition("=")
+        values[key.strip()] = [{"value": json.loads(value)}]
+    return values
+
+
 @dataclass
 class TemporalServer(Service):
     name = "temporal-server"
@@ -219,7 +234,7 @@ class TemporalServer(Service):
         setup_schemas(bins, pg_url, databases(self.cfg))
         dynamic = self.home / "dynamicconfig.yaml"
         self.home.mkdir(parents=True, exist_ok=True)
-        dynamic.write_text(template("temporal-dynamic-config.yaml"))
+        dynamic.write_text(yaml.safe_dump(dynamic_config(self.cfg), sort_keys=False))
         procs = self.procs()
         running = [proc for _, proc in procs if proc.pid() is not None]
         others = {p.name for p in self.started_procs()} - {sp.name for sp, _ in procs}

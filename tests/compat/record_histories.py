@@ -31,7 +31,8 @@ from schemas.ids import event_workflow_id, run_id_for
 from schemas.workflow_io import RunActivityInput
 from workers.activities import RunActivities
 from workers.handlers import Resources, load_registry
-from workers.workflows import RunActivityWorkflow, TaskInstanceWorkflow
+from workers.run_workflow import RunActivityWorkflow
+from workers.task_workflow import TaskInstanceWorkflow
 
 ADMIN_DB = "postgresql://postgres@127.0.0.1:55432/ingest"
 TEMPORAL = "127.0.0.1:7233"

@@ -19,8 +19,9 @@ from temporalio.client import WorkflowHistory
 from temporalio.worker import Replayer
 
 from workers.parts import CORE_WORKFLOW_MODULES
+from workers.run_workflow import RunActivityWorkflow
 from workers.sandbox import workflow_runner
-from workers.workflows import RunActivityWorkflow, TaskInstanceWorkflow
+from workers.task_workflow import TaskInstanceWorkflow
 
 HISTORIES = sorted((Path(__file__).parent / "histories").glob("*/*.json"))
 

@@ -132,7 +132,7 @@ class Endpoints:
 
 
 class Child:
-    """One ``python -m pipeline.cli <kind>`` process; output goes to a log file."""
+    """One ``python -m app.cli <kind>`` process; output goes to a log file."""
 
     def __init__(self, kind: str, env: dict[str, str], logfile: Path) -> None:
         self.kind = kind
@@ -148,7 +148,7 @@ class Child:
             self.proc = await asyncio.create_subprocess_exec(
                 sys.executable,
                 "-m",
-                "pipeline.cli",
+                "app.cli",
                 self.kind,
                 cwd=ROOT,
                 env=self.env,

@@ -28,7 +28,7 @@ async def _run(kind: str, env: dict[str, str]) -> tuple[int, str, float]:
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "pipeline.cli",
+        "app.cli",
         kind,
         cwd=ROOT,
         env=env,

@@ -1,6 +1,6 @@
 """Scenario 1: SIGKILL the router repeatedly while events flow through real processes.
 
-ingress, router and worker run as ``python -m pipeline.cli ...`` subprocesses on the
+ingress, router and worker run as ``python -m app.cli ...`` subprocesses on the
 shared stack. Each kill lands after the current router made progress (new ledger
 rows) and before the stream is done, so uncommitted starts are redone by the next
 owner of the partitions. Then the invariant: one run row and one execution per

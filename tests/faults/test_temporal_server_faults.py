@@ -19,6 +19,7 @@ against ``gap_before_s``, the longest such gap while the same stream flowed befo
 from __future__ import annotations
 
 import asyncio
+import itertools
 import os
 import signal
 import uuid
@@ -48,9 +49,9 @@ async def _gaps(pool: asyncpg.Pool, fault_at: object) -> tuple[float, float]:
     """(longest gap between run starts before the fault, longest from the fault on)."""
     rows = await pool.fetch("SELECT started_at FROM activity_runs ORDER BY started_at")
     times = [r["started_at"] for r in rows]
-    before = [b - a for a, b in zip(times, times[1:], strict=False) if b <= fault_at]
+    before = [b - a for a, b in itertools.pairwise(times) if b <= fault_at]
     after = [fault_at, *[t for t in times if t > fault_at]]
-    stall = [b - a for a, b in zip(after, after[1:], strict=False)]
+    stall = [b - a for a, b in itertools.pairwise(after)]
     secs = [max(g).total_seconds() if g else 0.0 for g in (before, stall)]
     return round(secs[0], 1), round(secs[1], 1)
 

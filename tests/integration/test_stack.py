@@ -94,7 +94,7 @@ async def test_migrate_is_idempotent(database_url):
 
 def test_stack_up_twice_reports_already_running(stack):
     out = subprocess.run(
-        [sys.executable, "-m", "pipeline.cli", "stack", "up"],
+        [sys.executable, "-m", "app.cli", "stack", "up"],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -105,7 +105,7 @@ def test_stack_up_twice_reports_already_running(stack):
         line = next(ln for ln in out.stdout.splitlines() if ln.startswith(name))
         assert "already running" in line or "external" in line, out.stdout
     status = subprocess.run(
-        [sys.executable, "-m", "pipeline.cli", "stack", "status"],
+        [sys.executable, "-m", "app.cli", "stack", "status"],
         cwd=ROOT,
         capture_output=True,
         text=True,

@@ -1,4 +1,5 @@
-"""Real-Kafka helpers: produce, read a topic, committed and end offsets.
+"""Real-Kafka helpers: produce (with aiokafka, librdkafka or Kafka's Java producer), read
+a topic, committed and end offsets.
 
 Offsets are keyed by partition number. Every function that lists a topic's
 partitions waits for its metadata and never answers with an empty map, so
@@ -8,6 +9,7 @@ partitions waits for its metadata and never answers with an empty map, so
 from __future__ import annotations
 
 import asyncio
+import subprocess
 import time
 import uuid
 from collections.abc import Sequence
@@ -15,10 +17,16 @@ from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
+from pipeline.stack.kafka import Kafka
+from pipeline.stack.settings import StackSettings
 from replay.session import topic_partitions
+from tests.support import ROOT
 
 # (key, value, headers) or (key, value, headers, partition)
 Message = tuple[Any, ...]
+
+CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
+"""Every compression codec Kafka producers may use (``compression.type``)."""
 
 
 async def produce(bootstrap: str, topic: str, messages: Sequence[Message]) -> list[tuple[int, int]]:
@@ -37,6 +45,65 @@ async def produce(bootstrap: str, topic: str, messages: Sequence[Message]) -> li
     finally:
         await producer.stop()
     return [(md.partition, md.offset) for md in mds]
+
+
+def produce_librdkafka(
+    bootstrap: str, topic: str, values: Sequence[bytes], compression: str, partition: int = 0
+) -> None:
+    """Publish ``values`` to one partition with librdkafka (confluent-kafka), the client most
+    producers outside Python use, with ``compression.type=compression``; every value in one
+    batch (a long linger), every delivery checked."""
+    from confluent_kafka import Producer
+
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "compression.type": compression,
+            "enable.idempotence": True,
+            "linger.ms": 200,
+        }
+    )
+    failed: list[str] = []
+
+    def delivered(err: Any, _msg: Any) -> None:
+        if err is not None:
+            failed.append(str(err))
+
+    for value in values:
+        producer.produce(topic, value, partition=partition, on_delivery=delivered)
+    left = producer.flush(30)
+    assert left == 0 and not failed, f"librdkafka: {left} undelivered, errors {failed}"
+
+
+def produce_java(bootstrap: str, topic: str, values: Sequence[bytes], compression: str) -> None:
+    """Publish ``values`` (one line each) with Kafka's own Java producer:
+    ``org.apache.kafka.tools.ConsoleProducer`` on the stack's jars, ``--compression-codec
+    compression``, ``acks=all``. Keyless records from one run share a batch (the sticky
+    partitioner keeps a batch on one partition)."""
+    kafka = Kafka(StackSettings(dir=ROOT / ".stack"))
+    assert all(b"\n" not in v for v in values), "ConsoleProducer reads one record per line"
+    res = subprocess.run(
+        [
+            "java",
+            "-cp",
+            f"{kafka.libs()}/*:{kafka.tools()}/*",
+            "org.apache.kafka.tools.ConsoleProducer",
+            "--bootstrap-server",
+            bootstrap,
+            "--topic",
+            topic,
+            "--compression-codec",
+            compression,
+            "--producer-property",
+            "acks=all",
+            "--producer-property",
+            "linger.ms=200",
+        ],
+        input=b"".join(v + b"\n" for v in values),
+        capture_output=True,
+        timeout=120,
+    )
+    assert res.returncode == 0, res.stderr.decode(errors="replace")[-2000:]
 
 
 async def _started(consumer: AIOKafkaConsumer) -> None:

@@ -22,9 +22,9 @@ from schemas.ids import event_workflow_id, run_id_for
 from schemas.workflow_io import RunActivityInput
 from workers.handlers import Handler, Registry, load_registry
 from workers.parts import PartFactory, core_part
+from workers.run_workflow import RunActivityWorkflow
 from workers.settings import WorkerSettings
 from workers.worker import run_worker
-from workers.workflows import RunActivityWorkflow
 
 
 async def insert_activity(pool: asyncpg.Pool, tasks: list[dict[str, Any]]) -> str:

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 class Stack:
     kafka: str
     temporal: str
+    namespace: str  # the session's own Temporal namespace (tests.support.namespaces)
     admin_db_url: str  # a database on the server we may CREATE DATABASE from
     template_db: str
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 from temporalio.service import RPCError, RPCStatusCode
@@ -40,3 +43,27 @@ async def forget(client: Any, wids: list[str]) -> None:
         return not any([await exists(client, w) for w in wids])
 
     await eventually(all_gone, 60, "Temporal to forget the deleted workflows")
+
+
+@contextlib.contextmanager
+def private_server(home: Path, dynamic_config: tuple[str, ...] = ()) -> Iterator[str]:
+    """A private, in-memory dev server on a free port (no UI), started through the stack's
+    own ``Temporal`` service with ``INGEST_STACK_TEMPORAL_DYNAMIC_CONFIG``-style
+    ``KEY=VALUE`` pairs; yields its address and stops it at the end. The shared stack
+    is never touched."""
+    from pipeline.stack.settings import StackSettings
+    from pipeline.stack.temporal import Temporal
+    from tests.support.net import free_port
+
+    cfg = StackSettings(
+        dir=home,
+        temporal_port=free_port(),
+        temporal_ui=False,
+        temporal_dynamic_config=dynamic_config,
+    )
+    server = Temporal(cfg, persist=False)
+    server.ensure()
+    try:
+        yield server.address
+    finally:
+        server.stop()

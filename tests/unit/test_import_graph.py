@@ -1,8 +1,10 @@
-"""The import graph of the source packages: no cycle, and workers/ stays free of the features.
+"""The import graph of the source packages: layered, no cycle, workers/ free of the features.
 
 Built with ``ast`` from every ``import`` statement, top-level or inside a
-function: an edge goes to the module named (``from a.b import c`` is an edge
-to ``a.b.c`` when that is a module, else to ``a.b``).
+function (lazy imports count): an edge goes to the module named (``from a.b
+import c`` is an edge to ``a.b.c`` when that is a module, else to ``a.b``).
+Checked per module (no cycle) and per package: every edge between two packages
+goes down :data:`LAYERS` (docs/architecture.md draws them).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = (
+    "app",
     "pipeline",
     "schemas",
     "router",
@@ -23,6 +26,18 @@ PACKAGES = (
     "definitions",
     "ops",
 )
+
+
+# Bottom to top; a package imports only packages of lower layers (and itself).
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("schemas",),
+    ("pipeline",),
+    ("ingress", "router", "workers", "definitions"),
+    ("replay", "scheduler"),
+    ("ops",),
+    ("app",),
+)
+RANK = {pkg: i for i, layer in enumerate(LAYERS) for pkg in layer}
 
 
 def _modules() -> dict[str, Path]:
@@ -97,3 +112,37 @@ def test_schemas_import_only_schemas() -> None:
         if not b.startswith("schemas")
     )
     assert not bad, bad
+
+
+def _package_edges(graph: dict[str, set[str]]) -> dict[tuple[str, str], list[tuple[str, str]]]:
+    """(importing package, imported package) -> the module edges behind it."""
+    out: dict[tuple[str, str], list[tuple[str, str]]] = {}
+    for a, targets in graph.items():
+        for b in targets:
+            pa, pb = a.split(".")[0], b.split(".")[0]
+            if pa != pb:
+                out.setdefault((pa, pb), []).append((a, b))
+    return out
+
+
+def test_every_package_has_a_layer() -> None:
+    assert set(RANK) == set(PACKAGES)
+
+
+def test_packages_import_only_lower_layers() -> None:
+    bad = {
+        f"{pa} -> {pb}": sorted(edges)[:3]
+        for (pa, pb), edges in _package_edges(_graph()).items()
+        if RANK[pa] <= RANK[pb]
+    }
+    assert not bad, f"upward or sideways package imports: {bad}"
+
+
+def test_no_package_cycle() -> None:
+    packages: dict[str, set[str]] = {p: set() for p in PACKAGES}
+    for pa, pb in _package_edges(_graph()):
+        packages[pa].add(pb)
+    try:
+        tuple(TopologicalSorter(packages).static_order())
+    except CycleError as exc:
+        raise AssertionError(f"package import cycle: {exc.args[1]}") from None

@@ -18,9 +18,16 @@ import asyncpg
 import orjson
 from temporalio import activity
 
-from pipeline.metrics import APPROVAL_DECISIONS, APPROVAL_WAIT, APPROVALS_WAITING, SLA_ESCALATIONS
+from pipeline.metrics import (
+    APPROVAL_DECISIONS,
+    APPROVAL_WAIT,
+    APPROVALS_WAITING,
+    SLA_ESCALATIONS,
+    start_at_zero,
+)
 from schemas.approval_io import (
     APPROVAL_TASK_TYPE,
+    DECISIONS,
     ApprovalNoticeInput,
     AuditEntry,
     RecordApprovalInput,
@@ -32,6 +39,11 @@ log = logging.getLogger(__name__)
 
 # Audit kinds that end a wait, and the decisions_total outcome of each.
 _OUTCOME_OF_KIND = {"auto_rejected": "auto_reject", "expired": "resubmission_timeout"}
+
+
+def start_metrics_at_zero() -> None:
+    """Every outcome the approvals part counts, at 0 from the start (see pipeline.metrics)."""
+    start_at_zero(APPROVAL_DECISIONS, outcome=[*DECISIONS, *_OUTCOME_OF_KIND.values()])
 
 
 def count(entry: AuditEntry) -> None:

@@ -11,16 +11,22 @@
 Errors are :class:`ApprovalApiError` with the HTTP status the ops API should answer:
 400 a bad argument (naming the field), 403 a person who may not decide, 404 an
 unknown task or one that is not an approval, 409 a task not in a state that
-accepts the request (closed, or waiting for something else).
+accepts the request (closed, or waiting for something else), 503 no answer within
+``timeout`` (no worker polls the task queue, or Temporal is unreachable).
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict
+from datetime import timedelta
 from typing import Any
 
 import asyncpg
-from temporalio.client import Client, WorkflowUpdateFailedError
+from temporalio.client import (
+    Client,
+    WorkflowUpdateFailedError,
+    WorkflowUpdateRPCTimeoutOrCancelledError,
+)
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
@@ -35,6 +41,7 @@ from schemas.approval_io import (
     ApprovalState,
     ApprovalUpdateResult,
 )
+from schemas.errors import IngestError
 from workers.approvals import rules, store
 
 # ``status=`` of the list: "waiting" means waiting for a decision (incl. escalated).
@@ -50,9 +57,11 @@ _HTTP_OF_REFUSAL = {
     rules.NOT_AN_APPROVAL: 404,
     rules.NOT_OPEN: 409,
 }
+# The RPC ran out of time (rpc_timeout: CANCELLED) or Temporal is unreachable.
+_NO_ANSWER = (RPCStatusCode.CANCELLED, RPCStatusCode.DEADLINE_EXCEEDED, RPCStatusCode.UNAVAILABLE)
 
 
-class ApprovalApiError(Exception):
+class ApprovalApiError(IngestError):
     """``status``: the HTTP answer; ``field``: the argument at fault (400 and 403)."""
 
     def __init__(self, status: int, message: str, field: str | None = None) -> None:
@@ -96,44 +105,81 @@ def _api_error(task_id: str, exc: Exception) -> ApprovalApiError:
     raise exc
 
 
-async def _update(client: Client, task_id: str, name: str, arg: Any) -> ApprovalUpdateResult:
+def _no_answer(task_id: str, what: str, timeout: timedelta | None) -> ApprovalApiError:
+    within = f" within {timeout.total_seconds():g} s" if timeout is not None else ""
+    return ApprovalApiError(
+        503, f"task {task_id}: no worker answered the {what}{within} (is a worker polling"
+        " its task queue?)",
+    )  # fmt: skip
+
+
+async def _update(
+    client: Client, task_id: str, name: str, arg: Any, timeout: timedelta | None
+) -> ApprovalUpdateResult:
     handle = client.get_workflow_handle(task_id)
     try:
-        return await handle.execute_update(name, arg, result_type=ApprovalUpdateResult)
-    except (WorkflowUpdateFailedError, RPCError) as exc:
+        return await handle.execute_update(
+            name, arg, result_type=ApprovalUpdateResult, rpc_timeout=timeout
+        )
+    except WorkflowUpdateRPCTimeoutOrCancelledError:
+        # Admitted, maybe: it is applied once a worker runs (a second one is then refused).
+        raise _no_answer(task_id, f"{name} update", timeout) from None
+    except RPCError as exc:
+        if exc.status in _NO_ANSWER:
+            raise _no_answer(task_id, f"{name} update", timeout) from None
+        raise _api_error(task_id, exc) from exc
+    except WorkflowUpdateFailedError as exc:
         raise _api_error(task_id, exc) from exc
 
 
 async def send_decision(
-    client: Client, task_id: str, by: str, decision: str, reason: str | None = None
+    client: Client,
+    task_id: str,
+    by: str,
+    decision: str,
+    reason: str | None = None,
+    timeout: timedelta | None = None,
 ) -> ApprovalUpdateResult:
     """Apply a decision; raises :class:`ApprovalApiError` when it is refused."""
     if not by.strip():
         raise ApprovalApiError(400, "who decides must be named", "by")
     if decision not in DECISIONS:
         raise ApprovalApiError(400, f"must be one of {', '.join(DECISIONS)}", "decision")
-    return await _update(client, task_id, "decide", ApprovalDecision(by, decision, reason))
+    arg = ApprovalDecision(by, decision, reason)
+    return await _update(client, task_id, "decide", arg, timeout)
 
 
 async def send_resubmission(
-    client: Client, task_id: str, by: str, payload: dict[str, Any], note: str | None = None
+    client: Client,
+    task_id: str,
+    by: str,
+    payload: dict[str, Any],
+    note: str | None = None,
+    timeout: timedelta | None = None,
 ) -> ApprovalUpdateResult:
     """Resubmit after ``request_changes``; raises :class:`ApprovalApiError` when refused."""
     if not isinstance(payload, dict):
         raise ApprovalApiError(400, "must be a JSON object", "payload")
-    return await _update(client, task_id, "resubmit", ApprovalResubmission(by, payload, note))
+    arg = ApprovalResubmission(by, payload, note)
+    return await _update(client, task_id, "resubmit", arg, timeout)
 
 
-async def approval_state(client: Client, task_id: str) -> ApprovalState:
-    """The live state (with the audit trail) from the workflow's ``approval`` query."""
+async def approval_state(
+    client: Client, task_id: str, timeout: timedelta | None = None
+) -> ApprovalState:
+    """The live state (with the audit trail) from the workflow's ``approval`` query
+    (a query needs a worker, even on a closed workflow)."""
     try:
         state = await client.get_workflow_handle(task_id).query(
             "approval",
             result_type=ApprovalState | None,  # type: ignore[arg-type]
+            rpc_timeout=timeout,
         )
     except RPCError as exc:
         if exc.status == RPCStatusCode.NOT_FOUND:
             raise ApprovalApiError(404, f"no task {task_id}") from exc
+        if exc.status in _NO_ANSWER:
+            raise _no_answer(task_id, "approval query", timeout) from None
         raise
     if state is None:
         raise ApprovalApiError(404, f"task {task_id} is not an approval")

@@ -23,6 +23,8 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
+from workers.errors import TaskConfigError
+
 _WEEK = 7 * 24 * 3600.0
 
 
@@ -50,10 +52,11 @@ class ApprovalConfig(BaseModel):
 
 
 def approval_config(config: Mapping[str, Any]) -> ApprovalConfig:
-    """The parsed config; ``ValueError`` names the first bad field (``config.sla_seconds: ...``)."""
+    """The parsed config; :class:`TaskConfigError` names the first bad field
+    (``config.sla_seconds: ...``)."""
     try:
         return ApprovalConfig.model_validate(dict(config))
     except ValidationError as exc:
         err = exc.errors()[0]
         where = ".".join(str(p) for p in err["loc"])
-        raise ValueError(f"approval config.{where}: {err['msg']}") from None
+        raise TaskConfigError(f"approval config.{where}: {err['msg']}") from None

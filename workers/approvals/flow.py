@@ -6,12 +6,17 @@ holds no worker slot, and each deadline is the durable timer of a
 
 * **Request:** the status becomes ``waiting`` with the SLA deadline, a
   ``requested`` audit entry is written and an ``approval.requested`` notice sent.
-* **Reminders:** a workflow task (``asyncio.create_task``) sleeps until the next
+* **Reminders:** a workflow task (``asyncio.create_task``) waits until the next
   reminder is due and sends ``approval.reminder`` notices through an activity.
-  It is cancelled as soon as the phase changes (a decision, escalation,
+  It is stopped (a flag its wait watches; never ``cancel()``, which would fail an
+  activity in flight) as soon as the phase changes (a decision, escalation,
   continue-as-new), and it checks the phase again after its timer fires, so no
   reminder goes out after a decision. Reminders are due at fixed times
   (``waiting_since + k * remind_every``), carried across continue-as-new.
+* **Closing:** every path the workflow runs closes the approvals row: a decision,
+  a deadline, a cancellation (``cancelled``) or a failure of the wait (``failed``);
+  a termination runs no workflow code, so the approvals part's sweep closes those
+  (``sweep.py``).
 * **Escalation:** at the SLA deadline the status becomes ``escalated``, an
   ``approval.escalated`` notice goes to ``escalate_to`` (or the approvers when
   there is none), and the escalation contact may decide too, until
@@ -37,14 +42,17 @@ from typing import Any
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from temporalio.common import RetryPolicy
+    from temporalio.exceptions import CancelledError
 
+    from pipeline.retry import UNTIL_DONE
     from schemas.approval_io import (
         APPROVED,
         AUTO_REJECTED,
+        CANCELLED,
         CHANGES_REQUESTED,
         ESCALATED,
         EXPIRED,
+        FAILED,
         OPEN,
         PENDING,
         REQUEST_CHANGES,
@@ -62,18 +70,15 @@ with workflow.unsafe.imports_passed_through():
     from workers.approvals.activities import ApprovalActivities
     from workers.approvals.config import ApprovalConfig, approval_config
     from workers.continuation import continue_task, continued_runs, suggested
+    from workers.errors import ApprovalRejected
+    from workers.steps import db_step, describe
 
 # Notices retry until sent (Kafka down delays them) or no longer wanted (cancelled).
-_NOTICE_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), backoff_coefficient=2.0,
-                            maximum_interval=timedelta(seconds=30))  # fmt: skip
+_NOTICE_RETRY = UNTIL_DONE
 # A Kafka send takes milliseconds; a notice lost with a dead worker is retried after this.
 _NOTICE_TIMEOUT = timedelta(seconds=10)
-_DB_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), backoff_coefficient=2.0,
-                        maximum_interval=timedelta(seconds=30))  # fmt: skip
-
-
-class ApprovalRejected(ValueError):
-    """The approval was not given (rejected, auto-rejected, expired): the task fails."""
+# Reminder entries a continued run carries in its audit trail (all others are carried).
+CARRIED_REMINDERS = 10
 
 
 def _iso(value: datetime | None) -> str | None:
@@ -82,6 +87,17 @@ def _iso(value: datetime | None) -> str | None:
 
 def _dt(value: str | None) -> datetime | None:
     return datetime.fromisoformat(value) if value else None
+
+
+def _carried(audit: list[AuditEntry]) -> list[AuditEntry]:
+    """The trail a continued run carries: every entry but reminders, and the last
+    ``CARRIED_REMINDERS`` reminders. A long wait's reminders would otherwise grow the
+    carried state (and the next run's first event) without bound, however often it
+    continues as new; every entry is in ``approval_events`` already (a run continues only
+    once all are written), and ``reminders_sent`` keeps the count."""
+    reminders = [i for i, e in enumerate(audit) if e.kind == "reminder"]
+    dropped = set(reminders[:-CARRIED_REMINDERS])
+    return [e for i, e in enumerate(audit) if i not in dropped]
 
 
 class ApprovalFlow:
@@ -107,7 +123,6 @@ class ApprovalFlow:
         self._persisted = len(self._audit)  # a run continues only once all was written
         self._phase = 0  # bumped on every status change
         self._reminder_gen = 0  # bumped to stop the reminder task
-        self._sending = False  # the reminder task is inside its notice activity
         self._progress = False  # this run appended to the audit trail
         self._write = asyncio.Lock()
         self._outbox: list[asyncio.Task[None]] = []  # notices sent without waiting
@@ -164,9 +179,25 @@ class ApprovalFlow:
     async def run(self) -> None:
         """Return once approved; raise :class:`ApprovalRejected` otherwise.
 
-        A bad config raises ValueError naming the field (the task fails).
+        A bad config raises TaskConfigError naming the field (the task fails). A wait
+        that is cancelled or fails closes the approval (``cancelled``, ``failed``) before
+        the error goes on, so no row stays open after its workflow closed.
         """
         cfg = self._config()
+        try:
+            await self._wait(cfg)
+        except asyncio.CancelledError:
+            await self._close_without_decision(CANCELLED, "the task was cancelled")
+            raise
+        except Exception as exc:
+            # An activity cancelled with the workflow (ActivityError from CancelledError).
+            cancelled = isinstance(exc.__cause__, CancelledError)
+            await self._close_without_decision(CANCELLED if cancelled else FAILED, describe(exc))
+            raise
+        if self._status != APPROVED:
+            raise ApprovalRejected(self._why_not())
+
+    async def _wait(self, cfg: ApprovalConfig) -> None:
         if self._status == PENDING:
             self._approvers, self._escalate_to = list(cfg.approvers), list(cfg.escalate_to)
             self._start_wait(workflow.now())
@@ -181,8 +212,15 @@ class ApprovalFlow:
         await self._drain_outbox()
         await workflow.wait_condition(workflow.all_handlers_finished)
         await self._flush()
-        if self._status != APPROVED:
-            raise ApprovalRejected(self._why_not())
+
+    async def _close_without_decision(self, status: str, reason: str) -> None:
+        """Close a wait that ends without a decision; its audit entry says why."""
+        if self._status not in OPEN or not self._audit:  # closed, or never written
+            return
+        workflow.logger.warning("approval %s %s: %s", self._inp.task_id, status, reason)
+        self._enter(status, None)
+        self._append(status, reason=reason, waited_seconds=self._waited(workflow.now()))
+        await self._flush()
 
     async def _wait_phase(self) -> None:
         """Wait until the phase changes, continue-as-new is due, or the deadline passes."""
@@ -195,8 +233,14 @@ class ApprovalFlow:
         timed_out = remaining <= 0
         try:
             if not timed_out:
+                # A reminder task that failed (its notice refused for good) ends the
+                # wait at once: the task fails, rather than reminders stopping unseen.
                 await workflow.wait_condition(
-                    lambda: self._phase != phase or (self._progress and suggested()),
+                    lambda: (
+                        self._phase != phase
+                        or (self._progress and suggested())
+                        or (reminders is not None and reminders.done())
+                    ),
                     timeout=remaining,
                 )
         except TimeoutError:
@@ -238,43 +282,47 @@ class ApprovalFlow:
 
     async def _remind(self, phase: int, gen: int) -> None:
         every = timedelta(seconds=self._config().remind_every_seconds or 0)
-        while self._next_reminder is not None:
-            if self._phase != phase or self._reminder_gen != gen:
-                return
+
+        def stopped() -> bool:
+            return self._phase != phase or self._reminder_gen != gen
+
+        while self._next_reminder is not None and not stopped():
             delay = (self._next_reminder - workflow.now()).total_seconds()
             if delay > 0:
-                await workflow.sleep(delay)
-            # The timer and a decision can land in the same workflow task: look again.
-            if self._phase != phase or self._reminder_gen != gen:
-                return
+                # Stopped by a flag, never cancelled: a cancelled activity (the notice,
+                # or the audit write after it) raises ActivityError, which would fail
+                # the task. The timer and a decision can land in one workflow task: the
+                # flag is looked at again after the timer.
+                try:
+                    await workflow.wait_condition(stopped, timeout=delay)
+                except TimeoutError:
+                    pass
+                if stopped():
+                    return
             due, self._next_reminder = self._next_reminder, self._next_reminder + every
             self._reminders += 1
             to = self._approvers + (self._escalate_to if self._status == ESCALATED else [])
             # Recorded when it fires (before any decision that arrives while it is sent).
             self._append("reminder")
-            notice = self._notice("approval.reminder", to, reminder=self._reminders, due=due)
-            self._sending = True
-            try:
-                await self._send(notice)
-            finally:
-                self._sending = False
+            await self._send(
+                self._notice("approval.reminder", to, reminder=self._reminders, due=due)
+            )
             await self._flush()
 
     async def _stop_reminders(self, task: asyncio.Task[None] | None) -> None:
-        """Cancel the reminder task, but let a notice already being sent finish."""
+        """Stop the reminder task: its wait ends at once; a reminder already being sent
+        (it was due before the phase changed) is sent and written first."""
         if task is None:
             return
         self._reminder_gen += 1
-        if not self._sending:
-            task.cancel()
         await workflow.wait([task])
-        if not task.cancelled() and task.exception() is not None:
+        if task.exception() is not None:
             raise task.exception()  # type: ignore[misc]
 
     # --- helpers ---------------------------------------------------------------------
 
     def _config(self) -> ApprovalConfig:
-        """The parsed config (ValueError names a bad field; then the task fails)."""
+        """The parsed config (TaskConfigError names a bad field; then the task fails)."""
         if self._cfg is None:
             self._cfg = approval_config(self._inp.spec.config)
         return self._cfg
@@ -298,8 +346,8 @@ class ApprovalFlow:
         return (now - self._waiting_since).total_seconds()
 
     def _append(self, kind: str, **fields: Any) -> AuditEntry:
-        entry = AuditEntry(len(self._audit), workflow.now().isoformat(), kind, self._round,
-                           **fields)  # fmt: skip
+        seq = self._audit[-1].seq + 1 if self._audit else 0  # a carried trail has gaps
+        entry = AuditEntry(seq, workflow.now().isoformat(), kind, self._round, **fields)
         self._audit.append(entry)
         self._progress = True
         return entry
@@ -312,9 +360,8 @@ class ApprovalFlow:
         return f"approval {self._status}{by}: {last.reason or 'no reason given'}"
 
     def _carry(self, runs: int) -> TaskCarry:
-        return TaskCarry(
-            continued_runs=runs, approval=replace(self.snapshot(), continued_runs=runs)
-        )
+        state = replace(self.snapshot(), continued_runs=runs, audit=_carried(self._audit))
+        return TaskCarry(continued_runs=runs, approval=state)
 
     async def _flush(self) -> None:
         """Write the audit entries not yet written (one local activity, serialised)."""
@@ -323,7 +370,7 @@ class ApprovalFlow:
                 return
             entries = self._audit[self._persisted :]
             first = self._audit[0].at
-            await workflow.execute_local_activity_method(
+            await db_step(
                 ApprovalActivities.record,
                 RecordApprovalInput(
                     task_id=self._inp.task_id,
@@ -338,8 +385,6 @@ class ApprovalFlow:
                     requested_at=first,
                     entries=entries,
                 ),
-                start_to_close_timeout=timedelta(seconds=30),
-                retry_policy=_DB_RETRY,
             )
             self._persisted += len(entries)
 

@@ -5,7 +5,7 @@ run (concurrently, as every task of a run without approvals does), then the
 approval waits for its decision, and only an approval that succeeds lets the next
 stage start. When it is rejected (or auto-rejected, expired, a duplicate), the
 tasks after it are not started and are reported ``skipped``; the run fails.
-A plan without approval tasks is one stage: exactly today's behaviour.
+A plan without approval tasks is one stage: all its tasks run concurrently.
 """
 
 from __future__ import annotations
@@ -15,9 +15,8 @@ from collections.abc import Awaitable, Callable, Sequence
 
 from schemas.approval_io import APPROVAL_TASK_TYPE
 from schemas.ids import task_workflow_id
+from schemas.status import TaskStatus
 from schemas.workflow_io import TaskInstanceResult, TaskSpec
-
-SKIPPED = "skipped"
 
 
 def stages(tasks: Sequence[TaskSpec]) -> list[list[TaskSpec]]:
@@ -46,12 +45,14 @@ async def run_in_stages(
     for stage in stages(tasks):
         if blocked is not None:
             results += [
-                TaskInstanceResult(task_workflow_id(run_id, s.task_type, s.index), SKIPPED, blocked)
+                TaskInstanceResult(
+                    task_workflow_id(run_id, s.task_type, s.index), TaskStatus.SKIPPED, blocked
+                )
                 for s in stage
             ]
             continue
         done = await asyncio.gather(*(run_task(s) for s in stage))
         results += done
-        if _is_gate(stage) and done[0].status != "succeeded":
+        if _is_gate(stage) and done[0].status != TaskStatus.SUCCEEDED:
             blocked = f"not run: approval {done[0].task_id} was not given ({done[0].status})"
     return results

@@ -138,3 +138,28 @@ async def events(pool: asyncpg.Pool, task_id: str) -> list[asyncpg.Record]:
     return list(
         await pool.fetch("SELECT * FROM approval_events WHERE task_id = $1 ORDER BY seq", task_id)
     )
+
+
+async def open_task_ids(pool: asyncpg.Pool) -> list[str]:
+    """Every approval not closed yet (the sweep's candidates)."""
+    rows = await pool.fetch("SELECT task_id FROM approvals WHERE closed_at IS NULL ORDER BY 1")
+    return [r["task_id"] for r in rows]
+
+
+async def close_without_decision(
+    pool: asyncpg.Pool, task_id: str, status: str, reason: str
+) -> bool:
+    """Close an open approval whose workflow closed without closing it: the row and one
+    audit entry (the next ``seq``), in one statement. False: it was closed already."""
+    seq = await pool.fetchval(
+        "WITH closed AS ("
+        " UPDATE approvals SET status = $2, deadline = NULL, last_seq = last_seq + 1,"
+        "  updated_at = now(), closed_at = now()"
+        " WHERE task_id = $1 AND closed_at IS NULL RETURNING task_id, last_seq, round)"
+        " INSERT INTO approval_events (task_id, seq, at, kind, round, reason)"
+        " SELECT task_id, last_seq, now(), $2, round, $3 FROM closed RETURNING seq",
+        task_id,
+        status,
+        reason,
+    )
+    return seq is not None

@@ -7,8 +7,10 @@ A module of its own so that code the handler context refers to (e.g.
 
 from __future__ import annotations
 
+from schemas.errors import IngestError
 
-class TaskError(Exception):
+
+class TaskError(IngestError):
     """Base of handler errors: :class:`PermanentTaskError` or :class:`RetryableTaskError`."""
 
 
@@ -18,3 +20,5 @@ class PermanentTaskError(TaskError):
 
 class RetryableTaskError(TaskError):
     """A transient failure (5xx, timeout): let Temporal retry with backoff."""
+
+    retriable = True

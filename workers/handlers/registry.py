@@ -22,10 +22,18 @@ from importlib.metadata import entry_points
 from typing import Any
 
 from pipeline.settings import ConfigError
+from schemas.approval_io import APPROVAL_TASK_TYPE
 from workers.handlers import builtin
 from workers.handlers.base import Handler, is_registered, is_short, register, task_type_of
 
-__all__ = ["ENTRY_POINT_GROUP", "Registry", "add_from_spec", "load_registry", "register"]
+__all__ = [
+    "ENTRY_POINT_GROUP",
+    "Registry",
+    "add_from_spec",
+    "known_task_types",
+    "load_registry",
+    "register",
+]
 
 log = logging.getLogger(__name__)
 
@@ -107,3 +115,13 @@ def load_registry(spec: str = "", *, use_entry_points: bool = True) -> Registry:
             registry.add(fn, ep.name, source=source)
     add_from_spec(registry, spec)
     return registry
+
+
+def known_task_types(spec: str = "", *, use_entry_points: bool = True) -> list[str]:
+    """Every task type a worker with this handler list runs, sorted: its handlers
+    (:func:`load_registry`) and ``approval``, which the task workflow runs itself.
+
+    What ``ingest activities apply`` checks a definition's task types against.
+    """
+    names = load_registry(spec, use_entry_points=use_entry_points).names()
+    return sorted({*names, APPROVAL_TASK_TYPE})

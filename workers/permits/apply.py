@@ -10,10 +10,11 @@ from __future__ import annotations
 import asyncpg
 
 from schemas.definitions import ActivityFile
+from schemas.errors import IngestError
 from workers.permits import store
 
 
-class UnknownResources(Exception):
+class UnknownResources(IngestError):
     def __init__(self, problems: list[str]) -> None:
         super().__init__("; ".join(problems))
         self.problems = problems

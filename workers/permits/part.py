@@ -15,7 +15,13 @@ import logging
 
 import asyncpg
 
-from pipeline.metrics import PERMIT_CAPACITY, PERMITS_HELD
+from pipeline.metrics import (
+    PERMIT_CAPACITY,
+    PERMIT_CONFLICTS,
+    PERMIT_LEASE_EXPIRED,
+    PERMITS_HELD,
+    start_at_zero,
+)
 from workers.parts import PartDeps, WorkerPart
 from workers.permits import store
 from workers.permits.activities import PermitActivities
@@ -29,6 +35,9 @@ async def refresh_gauges(pool: asyncpg.Pool) -> None:
     for resource, capacity, held in await store.held_counts(pool):
         PERMIT_CAPACITY.labels(resource=resource).set(capacity)
         PERMITS_HELD.labels(resource=resource).set(held)
+        # Resources are data: their counters start at 0 once the worker knows them.
+        start_at_zero(PERMIT_CONFLICTS, resource=[resource])
+        start_at_zero(PERMIT_LEASE_EXPIRED, resource=[resource])
 
 
 def permit_part(deps: PartDeps) -> WorkerPart:

@@ -1,6 +1,6 @@
 """``hold_permit``: what TaskInstanceWorkflow wraps its handler execution in.
 
-A task without ``permit`` runs as before. With one, the Semaphore reads the
+A task without ``permit`` holds nothing. With one, the Semaphore reads the
 resource's limits before every round (``permit_round``, a local activity: a
 capacity change applies to acquires after it), and once a slot is held,
 ``permit_acquired`` increments the slot's fencing token in PostgreSQL. The
@@ -12,12 +12,10 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import timedelta
-from typing import Any
 
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from temporalio.common import RetryPolicy
     from temporalio.exceptions import ActivityError, ApplicationError
 
     from schemas.workflow_io import (
@@ -27,17 +25,10 @@ with workflow.unsafe.imports_passed_through():
         PermitRequest,
         PermitRoundInput,
     )
+    from workers.errors import PermitUnavailable
     from workers.permits.activities import PermitActivities
     from workers.permits.semaphore import Semaphore
-
-# Bookkeeping in PostgreSQL: retried without limit (an outage delays, never fails).
-_RETRY = RetryPolicy(maximum_interval=timedelta(seconds=30))
-
-
-async def _local(method: Any, arg: Any) -> Any:
-    return await workflow.execute_local_activity_method(
-        method, arg, start_to_close_timeout=timedelta(seconds=30), retry_policy=_RETRY
-    )
+    from workers.steps import db_step
 
 
 @asynccontextmanager
@@ -46,8 +37,8 @@ async def hold_permit(
 ) -> AsyncIterator[PermitGrant | None]:
     """Yield None without a request; otherwise hold a permit for the body.
 
-    Raises ValueError when the resource is not declared (a definition problem,
-    failed like a bad handler config).
+    Raises :class:`PermitUnavailable` when the resource is not declared (a definition
+    problem: the task fails, like a bad handler config).
     """
     if request is None:
         yield None
@@ -55,19 +46,19 @@ async def hold_permit(
 
     async def limits(busy: int) -> PermitLimits:
         try:
-            found: PermitLimits = await _local(
+            found: PermitLimits = await db_step(
                 PermitActivities.permit_round, PermitRoundInput(request.resource, busy)
             )
         except (ActivityError, ApplicationError) as exc:
             cause = exc.cause if isinstance(exc, ActivityError) and exc.cause else exc
-            raise ValueError(str(cause)) from exc
+            raise PermitUnavailable(str(cause)) from exc
         return found
 
     lease = timedelta(seconds=request.lease_seconds) if request.lease_seconds else None
     async with Semaphore(request.resource, limits=limits).acquire(
         lease=lease, holder=task_id
     ) as held:
-        grant: PermitGrant = await _local(
+        grant: PermitGrant = await db_step(
             PermitActivities.permit_acquired,
             PermitAcquiredInput(
                 held.resource,

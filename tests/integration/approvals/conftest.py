@@ -2,12 +2,14 @@
 an activity whose first task is an approval, and helpers to wait on its state.
 
 Temporal here is a PRIVATE dev server (in memory, free port, no UI), started once
-per session by the ``private_temporal`` fixture with the existing stack helper
-(``pipeline.stack.temporal.Temporal``, as the Temporal-outage fault scenario uses
-it), and the ``temporal`` client fixture is overridden to point at it:
+per session by the ``private_temporal`` fixture through the stack's own service
+(``tests.support.temporal.private_server``: ``pipeline.stack.temporal.Temporal`` with
+``StackSettings.temporal_dynamic_config``), and the ``temporal`` client fixture is
+overridden to point at it:
 
 * its ``limit.historyCount.suggestContinueAsNew`` is lowered to ``SUGGEST_AT``
-  events, so approvals continue as new within the tests, in every scenario;
+  events (and ``limit.historySize.suggestContinueAsNew`` to ``SUGGEST_BYTES``), so
+  approvals continue as new within the tests, in every scenario;
 * timers fire on time even when the shared server is busy with other suites.
 
 SLAs are seconds long. Times compared are workflow times (the server's clock, the
@@ -28,34 +30,31 @@ import pytest
 from temporalio.client import Client, WorkflowHandle
 
 from pipeline.settings import Settings
-from pipeline.stack.settings import StackSettings
-from pipeline.stack.temporal import Temporal
 from schemas.approval_io import ApprovalDecision, ApprovalState, ApprovalUpdateResult
 from schemas.ids import task_workflow_id
 from schemas.workflow_io import RunActivityInput
-from tests.faults.harness import free_port
 from tests.support import db, kafka
 from tests.support.runs import event_run, start_run, worker_factory
+from tests.support.temporal import private_server
 from workers.approvals.part import approval_part
 from workers.parts import core_part
-from workers.workflows import TaskInstanceWorkflow
+from workers.task_workflow import TaskInstanceWorkflow
 
 SUGGEST_AT = 40  # history events; one request_changes + resubmit round adds ~15
+# History bytes (the server's default is 4 MB): lowered too, so a history that grows in
+# bytes (a continued run's input carries the audit trail) is suggested in the tests too.
+SUGGEST_BYTES = 256 * 1024
 
 
 @pytest.fixture(scope="session")
 def private_temporal(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """The address of a private, in-memory dev server (stopped at the end)."""
-    stack = StackSettings(
-        dir=tmp_path_factory.mktemp("temporal"), temporal_port=free_port(), temporal_ui=False
+    dynamic = (
+        f"limit.historyCount.suggestContinueAsNew={SUGGEST_AT}",
+        f"limit.historySize.suggestContinueAsNew={SUGGEST_BYTES}",
     )
-    dynamic = {"limit.historyCount.suggestContinueAsNew": str(SUGGEST_AT)}
-    server = Temporal(stack, persist=False, dynamic_config=dynamic)
-    server.ensure()
-    try:
-        yield server.address
-    finally:
-        server.stop()
+    with private_server(tmp_path_factory.mktemp("temporal"), dynamic) as address:
+        yield address
 
 
 @pytest.fixture(scope="session")
@@ -133,7 +132,7 @@ async def replays(*handles: WorkflowHandle) -> None:
     """Each handle's history (its last run) replays deterministically with today's code."""
     from temporalio.worker import Replayer
 
-    from workers.workflows import RunActivityWorkflow
+    from workers.run_workflow import RunActivityWorkflow
 
     replayer = Replayer(workflows=[RunActivityWorkflow, TaskInstanceWorkflow])
     for handle in handles:

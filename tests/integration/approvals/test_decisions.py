@@ -12,7 +12,7 @@ from temporalio.client import WorkflowUpdateFailedError
 from temporalio.exceptions import ApplicationError
 
 from schemas.approval_io import ApprovalResubmission
-from workers.workflows import TaskInstanceWorkflow
+from workers.task_workflow import TaskInstanceWorkflow
 
 from .conftest import (
     approval_task,

@@ -6,8 +6,8 @@ import asyncio
 import uuid
 from datetime import UTC
 
+from app.parts import worker_parts
 from definitions import store
-from pipeline.parts import worker_parts
 from pipeline.runtime import Shutdown
 from scheduler import sync
 from schemas import ids

@@ -12,15 +12,8 @@ import uuid
 
 import orjson
 
-from ingress.service import run_ingress
-from ingress.settings import IngressSettings
-from pipeline.runtime import Shutdown
-from router.service import Router
-from router.settings import RouterSettings
 from schemas import ids
-from tests.support import db, kafka, metrics, wait
-from workers.settings import WorkerSettings
-from workers.worker import run_worker
+from tests.support import db, inprocess, kafka, metrics, wait
 
 
 async def test_event_path_end_to_end(cfg, topics, temporal, db_pool):
@@ -68,26 +61,13 @@ async def test_event_path_end_to_end(cfg, topics, temporal, db_pool):
     await kafka.produce(cfg.kafka.bootstrap_servers, topics.raw, with_id)
 
     event_ids = [ids.source_event_id(topics.raw, p, o) for p, o in coords[:10]]
-    event_ids += [f"e-{tag}-{i}" for i in range(5)] + [f"ce-{tag}"]
+    event_ids += [f"e-{tag}-{i}" for i in range(5)] + [
+        ids.cloudevent_event_id("/test", f"ce-{tag}")
+    ]
     expected = {ids.event_workflow_id(a, e) for a in (a_emit, a_noop) for e in event_ids}
     dups_before = metrics.router_duplicates(missing_ok=True)
 
-    shutdown = Shutdown()
-    ingress = asyncio.create_task(
-        run_ingress(cfg, shutdown, config=IngressSettings(group=f"ing-{tag}"), serve=False)
-    )
-    router = Router(
-        cfg,
-        RouterSettings(group=f"rt-{tag}", commit_interval_ms=100),
-        client=temporal,
-        pool=db_pool,
-        shutdown=shutdown,
-    )
-    routing = asyncio.create_task(router.run())
-    worker = asyncio.create_task(
-        run_worker(cfg, shutdown, client=temporal, pool=db_pool, worker_settings=WorkerSettings())
-    )
-    try:
+    async with inprocess.pipeline(cfg, temporal, db_pool, tag):
 
         async def all_runs_finished() -> bool:
             n = await db_pool.fetchval(
@@ -97,10 +77,6 @@ async def test_event_path_end_to_end(cfg, topics, temporal, db_pool):
 
         await wait.eventually(all_runs_finished, 120, "every run to finish")
         await asyncio.sleep(2)  # let any stray duplicate surface before asserting
-    finally:
-        shutdown.trigger()
-        codes = await asyncio.wait_for(asyncio.gather(ingress, routing, worker), 60)
-    assert codes[0] == 0 and codes[2] == 0
 
     runs = await db_pool.fetch("SELECT workflow_id, run_id, status, event_id FROM activity_runs")
     assert {r["workflow_id"] for r in runs} == expected

@@ -10,7 +10,7 @@ import orjson
 from ingress.service import run_ingress
 from ingress.settings import IngressSettings
 from pipeline.runtime import Shutdown
-from schemas.ids import source_event_id
+from schemas.ids import cloudevent_event_id, source_event_id
 from tests.support.kafka import produce, read_until, unfinished
 
 CE = [
@@ -28,8 +28,14 @@ def j(doc: object) -> bytes:
 GOOD = [  # (key, value, headers, partition, expected event_id or None = source-stamped)
     (b"k1", j({"type": "a", "data": {"n": 1}}), [("trace", b"t1")], 0, None),
     (b"k2", j({"type": "a", "event_id": "keep-me"}), [], 1, "keep-me"),
-    (None, j({"specversion": "1.0", "id": "ce-9", "source": "/s", "type": "b"}), [], 2, "ce-9"),
-    (b"k4", j({"n": 4}), CE, 0, "bin-1"),
+    (
+        None,
+        j({"specversion": "1.0", "id": "ce-9", "source": "/s", "type": "b"}),
+        [],
+        2,
+        cloudevent_event_id("/s", "ce-9"),
+    ),
+    (b"k4", j({"n": 4}), CE, 0, cloudevent_event_id("/bin", "bin-1")),
     (b"k5", j({"type": "a"}), [], 1, None),
     (None, j({"type": "a", "event_id": ""}), [], 2, None),
 ]
@@ -85,11 +91,11 @@ async def test_ingress_stamps_keys_and_dead_letters(cfg, topics, stack) -> None:
                 assert h[name] == value
     binary = orjson.loads(by_source[f"{topics.raw}/{coords[3][0]}/{coords[3][1]}"].value)
     assert binary == {
-        "event_id": "bin-1",
+        "event_id": cloudevent_event_id("/bin", "bin-1"),
         "type": "bin.type",
         "source": "/bin",
         "data": {"n": 4},
-        "extensions": {"specversion": "1.0"},
+        "extensions": {"specversion": "1.0", "id": "bin-1"},
     }
 
     # malformed: the original bytes, the reason in a header

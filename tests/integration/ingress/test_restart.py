@@ -13,37 +13,15 @@ import subprocess
 import sys
 import uuid
 from collections import Counter
-from typing import Any
 
 import orjson
 
 from tests.support import ROOT
 from tests.support.kafka import committed, count, produce, read_until, unfinished
+from tests.support.process import start_ingress as start
 from tests.support.wait import quiet, wait_until
 
 N = 30
-
-
-def start(
-    stack, topics, group: str, stderr: Any = subprocess.PIPE, **extra: str
-) -> subprocess.Popen[bytes]:
-    env = {
-        **os.environ,
-        "KAFKA_BOOTSTRAP_SERVERS": stack.kafka,
-        "KAFKA_RAW_TOPIC": topics.raw,
-        "KAFKA_EVENTS_TOPIC": topics.events,
-        "KAFKA_DLQ_TOPIC": topics.dlq,
-        "INGEST_METRICS_PORT": "0",
-        "INGEST_INGRESS_GROUP": group,
-        **extra,
-    }
-    return subprocess.Popen(
-        [sys.executable, "-m", "ingress"],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=stderr,
-    )
 
 
 async def test_restart_before_commit_redelivers_with_the_same_ids(stack, topics, tmp_path) -> None:

@@ -48,7 +48,7 @@ def _copy(fn: Handler) -> Handler:
 @pytest.fixture(scope="session")
 async def search_attributes(temporal: Client) -> None:
     """The shared dev server may predate the attributes: register them (idempotent)."""
-    await register_search_attributes(temporal, "default")
+    await register_search_attributes(temporal, temporal.namespace)
 
 
 @dataclass

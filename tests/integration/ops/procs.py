@@ -39,7 +39,7 @@ class Proc:
     @classmethod
     async def start(cls, env: dict[str, str], *args: str) -> Proc:
         proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "pipeline.cli", *args, cwd=ROOT, env=env,
+            sys.executable, "-m", "app.cli", *args, cwd=ROOT, env=env,
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
         )  # fmt: skip
         me = cls(proc)

@@ -53,8 +53,11 @@ def chromium(profile: Path) -> webdriver.Chrome:
 
 
 @contextmanager
-def signed_in(url: str, shots: Path) -> Iterator[tuple[webdriver.Chrome, WebDriverWait]]:
-    """A fresh headless Chromium signed in to the console at ``url``, with a wait.
+def signed_in(
+    url: str, shots: Path, sign_in: bool = True
+) -> Iterator[tuple[webdriver.Chrome, WebDriverWait]]:
+    """A fresh headless Chromium signed in to the console at ``url`` (or only on its
+    page, ``sign_in=False``), with a wait.
 
     On failure it saves ``failure.png`` and ``failure.html`` under ``shots`` and
     raises with the browser's console log; the browser is always closed.
@@ -65,8 +68,9 @@ def signed_in(url: str, shots: Path) -> Iterator[tuple[webdriver.Chrome, WebDriv
             # The console re-renders every few seconds: look elements up afresh each poll.
             wait = WebDriverWait(browser, 60, ignored_exceptions=[StaleElementReferenceException])
             browser.get(url)
-            wait.until(ec.visibility_of_element_located((By.ID, "token"))).send_keys(TOKEN)
-            browser.find_element(By.ID, "login-button").click()
+            if sign_in:
+                wait.until(ec.visibility_of_element_located((By.ID, "token"))).send_keys(TOKEN)
+                browser.find_element(By.ID, "login-button").click()
             yield browser, wait
         except Exception as exc:
             browser.save_screenshot(str(shots / "failure.png"))  # to see what went wrong
@@ -140,3 +144,97 @@ async def test_console_fix_through_the_form_in_headless_chromium(
     for name in ("console-blocked.png", "console-fixed.png"):
         assert (tmp_path / name).stat().st_size > 10_000, name
     print(f"screenshots: {tmp_path}")
+
+
+# --- layout and sign-in (issue 21: a 5,057 px page, the app under the sign-in card, and
+# no word that a server without a token lets any text in) -------------------------------
+
+LONG = 4096  # characters of one DLQ value, the most the API shows of one
+
+
+async def long_dead_letter(cfg) -> None:  # type: ignore[no-untyped-def]
+    """One DLQ message as ingress writes it for a 4,096-byte CloudEvent whose
+    ``specversion`` is a single 4,045-character word: the value, and a detail that quotes
+    the word (reason and detail from the envelope parser itself)."""
+    from schemas.envelope import EnvelopeError, parse
+
+    event = {"specversion": "1." + "0" * 4043, "id": "a", "type": "t", "source": "s"}
+    value = orjson.dumps(event)
+    assert len(value) == LONG
+    try:
+        parse(value)
+    except EnvelopeError as exc:
+        reason, detail = exc.reason, exc.detail
+    assert event["specversion"] in detail
+    producer = AIOKafkaProducer(bootstrap_servers=cfg.kafka.bootstrap_servers)
+    await producer.start()
+    try:
+        headers = [("dlq_reason", reason.encode()), ("dlq_component", b"ingress"),
+                   ("dlq_detail", detail.encode())]  # fmt: skip
+        await producer.send_and_wait(cfg.kafka.dlq_topic, value, headers=headers)
+    finally:
+        await producer.stop()
+
+
+def layout(url: str, shots: Path) -> dict[str, object]:
+    """Signed out, then signed in with the long DLQ value on the page: what is displayed,
+    and how wide the page is against the window."""
+    seen: dict[str, object] = {}
+    with signed_in(url, shots, sign_in=False) as (browser, wait):
+        wait.until(ec.visibility_of_element_located((By.ID, "token")))
+        seen["signed_out_app_displayed"] = browser.find_element(By.ID, "app").is_displayed()
+        notices = browser.find_elements(By.ID, "no-token")
+        seen["signed_out_no_token_notice"] = any(n.is_displayed() for n in notices)
+        browser.save_screenshot(str(shots / "console-signed-out.png"))
+        browser.find_element(By.ID, "token").send_keys(TOKEN)
+        browser.find_element(By.ID, "login-button").click()
+        value = (By.CSS_SELECTOR, "#dlq-body pre")
+        wait.until(lambda b: len(b.find_element(*value).text) >= LONG)
+        seen["window"] = browser.execute_script("return window.innerWidth")
+        seen["page"] = browser.execute_script("return document.documentElement.scrollWidth")
+        started = browser.find_element(By.XPATH, '//section[@id="runs"]//th[text()="started"]')
+        seen["started_right"] = browser.execute_script(
+            "return arguments[0].getBoundingClientRect().right", started
+        )
+        browser.save_screenshot(str(shots / "console-long-value.png"))
+    return seen
+
+
+async def test_a_long_value_stays_in_its_box_and_signed_out_shows_no_app(cfg, ops_api, tmp_path):
+    await long_dead_letter(cfg)
+    seen = await asyncio.to_thread(layout, ops_api.url, tmp_path)
+    assert seen["signed_out_app_displayed"] is False
+    assert seen["signed_out_no_token_notice"] is False  # this server has a token
+    assert seen["window"] == 1280
+    assert seen["page"] <= seen["window"], seen  # no horizontal scroll (less a scroll bar)
+    assert 0 < seen["started_right"] <= seen["window"], seen  # every column on screen
+    print(f"screenshot: {tmp_path / 'console-long-value.png'}")
+
+
+def no_token_session(url: str, shots: Path) -> dict[str, object]:
+    seen: dict[str, object] = {}
+    with signed_in(url, shots, sign_in=False) as (browser, wait):
+        notice = wait.until(ec.visibility_of_element_located((By.ID, "no-token")))
+        seen["signed_out"] = notice.text
+        browser.find_element(By.ID, "token").send_keys("anything at all")
+        browser.find_element(By.ID, "login-button").click()
+        wait.until(lambda b: b.find_element(By.ID, "app").is_displayed())
+        wait.until(lambda b: "updated" in b.find_element(By.ID, "updated").text)
+        seen["signed_in"] = browser.find_element(By.ID, "no-token").text
+        browser.save_screenshot(str(shots / "console-no-token.png"))
+    return seen
+
+
+async def test_a_server_without_a_token_says_so(cfg, temporal, db_pool, tmp_path):
+    from ops.app import OpsDeps
+    from ops.service import OpsServer
+    from ops.settings import OpsSettings
+
+    server = OpsServer(OpsDeps(temporal, db_pool, cfg, OpsSettings(host="127.0.0.1", port=0)))
+    await server.start()
+    try:
+        seen = await asyncio.to_thread(no_token_session, server.url, tmp_path)
+    finally:
+        await server.stop()
+    for when in ("signed_out", "signed_in"):
+        assert "no token" in str(seen[when]) and "any text signs in" in str(seen[when]), seen

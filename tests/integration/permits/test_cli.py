@@ -17,10 +17,13 @@ from tests.support.runs import event_run, registry_with, start_run
 from tests.support.wait import eventually
 from workers.handlers import TaskContext
 
+# `apply` checks task types against the workers' handlers: this test's worker serves "hang".
+HANG = ("--handlers", "tests.unit.workers.handler_fixtures:hang")
+
 
 async def ingest(cfg, *args: str) -> tuple[int, str]:  # type: ignore[no-untyped-def]
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "pipeline.cli", *args,
+        sys.executable, "-m", "app.cli", *args,
         "--database-url", cfg.database.url.get_secret_value(),
         "--temporal-address", cfg.temporal.address,
         cwd=ROOT, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
@@ -38,13 +41,13 @@ async def test_apply_resources_then_list_and_release_a_held_permit(
     act = {"id": str(uuid.uuid4()), "name": "permit-cli", "trigger": trigger, "tasks": tasks}
     bad = tmp_path / "bad.json"
     bad.write_bytes(orjson.dumps({"activities": [act]}))
-    code, out = await ingest(cfg, "activities", "apply", str(bad), "--no-sync")
+    code, out = await ingest(cfg, "activities", "apply", str(bad), "--no-sync", *HANG)
     assert code == 2 and f"activities[0].tasks[0].permit.resource: resource '{res}'" in out
     assert await db_pool.fetchval("SELECT count(*) FROM activities") == 0  # nothing written
     good = tmp_path / "good.json"
     good.write_bytes(orjson.dumps({"activities": [act], "resources": [
         {"name": res, "capacity": 2, "lease_seconds": 300}]}))  # fmt: skip
-    code, out = await ingest(cfg, "activities", "apply", str(good), "--no-sync")
+    code, out = await ingest(cfg, "activities", "apply", str(good), "--no-sync", *HANG)
     assert code == 0 and f"created  resource {res} (capacity 2, lease 300s)" in out, out
 
     code, out = await ingest(cfg, "permits", "release", res, "0")

@@ -12,7 +12,7 @@ from temporalio.worker import Replayer
 from tests.support.runs import event_run, insert_activity, registry_with, start_run
 from workers.handlers import TaskContext
 from workers.permits.workflow import PermitSlotWorkflow
-from workers.workflows import TaskInstanceWorkflow
+from workers.task_workflow import TaskInstanceWorkflow
 
 from .conftest import declare, peak
 from .handlers import visit

@@ -33,7 +33,7 @@ async def _spawn(cfg: Any, name: str, log: Path) -> asyncio.subprocess.Process:
         "PERMIT_TEST_WORKER": name,
     }
     return await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "pipeline.cli", "worker", cwd=ROOT, env=env,
+        sys.executable, "-m", "app.cli", "worker", cwd=ROOT, env=env,
         stdout=log.open("ab"), stderr=asyncio.subprocess.STDOUT,
     )  # fmt: skip
 

@@ -55,7 +55,7 @@ async def _ingest(env: dict[str, str], *args: str, timeout: float = 120) -> tupl
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "pipeline.cli",
+        "app.cli",
         *args,
         cwd=ROOT,
         env=env,
@@ -107,7 +107,7 @@ async def busy_worker(cfg, temporal, db_pool) -> AsyncIterator[Any]:
     worker = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "pipeline.cli",
+        "app.cli",
         "worker",
         cwd=ROOT,
         env=_env(cfg, INGEST_METRICS_PORT="0"),

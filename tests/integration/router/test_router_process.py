@@ -3,44 +3,14 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
-import sys
 import uuid
-from typing import Any
 
 from schemas import ids
-from tests.support import ROOT, db, kafka, metrics, wait
+from tests.support import db, kafka, metrics, wait
 from tests.support.net import free_port
+from tests.support.process import router_env, spawn_router
 from tests.support.temporal import exists
-
-
-def _env(cfg: Any, group: str, port: int, **extra: str) -> dict[str, str]:
-    return {
-        **os.environ,
-        "KAFKA_BOOTSTRAP_SERVERS": cfg.kafka.bootstrap_servers,
-        "KAFKA_EVENTS_TOPIC": cfg.kafka.events_topic,
-        "KAFKA_DLQ_TOPIC": cfg.kafka.dlq_topic,
-        "TEMPORAL_ADDRESS": cfg.temporal.address,
-        "TEMPORAL_TASK_QUEUE": cfg.temporal.task_queue,
-        "DATABASE_URL": cfg.database.url.get_secret_value(),
-        "INGEST_ROUTER_GROUP": group,
-        "INGEST_METRICS_PORT": str(port),
-        **extra,
-    }
-
-
-async def _spawn(env: dict[str, str]) -> asyncio.subprocess.Process:
-    return await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "pipeline.cli",
-        "router",
-        cwd=ROOT,
-        env=env,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT,
-    )
 
 
 async def test_sigkill_before_commit_duplicates_nothing(cfg, temporal, db_pool):
@@ -57,7 +27,9 @@ async def test_sigkill_before_commit_duplicates_nothing(cfg, temporal, db_pool):
     port = free_port()
 
     # 1. A router that never reaches its periodic commit: it starts everything, then dies.
-    first = await _spawn(_env(cfg, group, port, INGEST_ROUTER_COMMIT_INTERVAL_MS="3600000"))
+    first = await spawn_router(
+        router_env(cfg, group, port, INGEST_ROUTER_COMMIT_INTERVAL_MS="3600000")
+    )
 
     async def all_started() -> bool:
         return all([await exists(temporal, wid) for wid in wids])
@@ -71,7 +43,9 @@ async def test_sigkill_before_commit_duplicates_nothing(cfg, temporal, db_pool):
 
     # 2. The restarted router re-reads everything; Temporal absorbs every start.
     port2 = free_port()
-    second = await _spawn(_env(cfg, group, port2, INGEST_ROUTER_COMMIT_INTERVAL_MS="100"))
+    second = await spawn_router(
+        router_env(cfg, group, port2, INGEST_ROUTER_COMMIT_INTERVAL_MS="100")
+    )
     end = await kafka.end_offsets(cfg.kafka.bootstrap_servers, cfg.kafka.events_topic)
 
     async def caught_up() -> bool:

@@ -15,8 +15,8 @@ import pytest
 from temporalio.client import Client
 from temporalio.service import RPCError
 
+from app.parts import worker_parts
 from definitions import store
-from pipeline.parts import worker_parts
 from pipeline.runtime import Shutdown
 from pipeline.settings import Settings
 from schemas.definitions import ActivityDef

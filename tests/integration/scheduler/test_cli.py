@@ -20,7 +20,7 @@ async def ingest(cfg, *args: str, expect: int = 0) -> tuple[int, str, str]:
     """Run ``ingest ARGS`` against the test's Temporal/database; its exit code must be
     ``expect`` (a command that printed the right thing but died still fails)."""
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "pipeline.cli", *args,
+        sys.executable, "-m", "app.cli", *args,
         "--temporal-address", cfg.temporal.address,
         "--task-queue", cfg.temporal.task_queue,
         "--database-url", cfg.database.url.get_secret_value(),

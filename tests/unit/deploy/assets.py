@@ -2,6 +2,7 @@
 environment variables the settings classes read. One test module per asset:
 
 * ``test_metric_names.py``: the checker, and the dashboard's and alert rules' metric names;
+* ``test_metric_init.py``: every series they read exists at 0 when each process starts;
 * ``test_parsing.py``: every YAML and JSON file parses;
 * ``test_dashboard.py``: the Grafana dashboard and its provisioning;
 * ``test_prometheus.py``: scrape configs, alert rules, runbook links, promtool;

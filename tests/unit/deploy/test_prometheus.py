@@ -1,15 +1,16 @@
 """Prometheus: scrape configs, alert rules and their runbook links, and ``promtool``
-(Debian package ``prometheus``; without it those tests are skipped and say so)."""
+(Debian package ``prometheus``; without it those tests fail under CI=true, and are
+skipped elsewhere, saying so: ``tests.support.prometheus.executable``)."""
 
 from __future__ import annotations
 
 import re
-import shutil
 from pathlib import Path
 
 import pytest
 import yaml
 
+from tests.support.prometheus import executable
 from tests.unit.deploy.assets import (
     METRICS_PORT,
     PROM,
@@ -77,13 +78,7 @@ def test_runbook_links_resolve() -> None:
 
 
 def _promtool() -> str:
-    exe = shutil.which("promtool")
-    if exe is None:
-        pytest.skip(
-            "promtool is absent (Debian/Ubuntu: apt-get install prometheus); "
-            "alerts.yml and prometheus.yml were not checked by promtool"
-        )
-    return exe
+    return executable("promtool")
 
 
 @pytest.mark.parametrize(

@@ -8,20 +8,7 @@ from aiokafka.structs import TopicPartition
 from ingress.service import raw_topics
 from ingress.settings import load_ingress_settings
 from pipeline import settings
-from pipeline.offsets import OffsetTracker
 from pipeline.settings import ConfigError
-
-
-def test_commit_point_only_advances_over_a_contiguous_acked_prefix() -> None:
-    tp = TopicPartition("raw", 0)
-    t = OffsetTracker()  # what ingress tracks per batch
-    for o in (10, 11, 12, 13):
-        t.add(tp, o)
-    assert t.ack(tp, 11) is None  # 10 not yet acknowledged
-    assert t.ack(tp, 13) is None
-    assert t.ack(tp, 10) == 12  # 10 and 11 done -> commit 12
-    assert t.ack(tp, 12) == 14
-    assert t.in_flight == 0
 
 
 def test_raw_topics_comma_separated() -> None:

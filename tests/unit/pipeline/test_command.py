@@ -6,7 +6,7 @@ import argparse
 
 import pytest
 
-from pipeline.cli import build_parser
+from app.cli import build_parser
 from pipeline.command import Command
 
 

@@ -79,3 +79,24 @@ def test_every_loader_names_the_variable_the_same_way(monkeypatch):
     ):
         with pytest.raises(settings.ConfigError, match=rf"^invalid setting {env}: "):
             load()
+
+
+def test_compression_type_defaults_to_none_and_takes_kafkas_spelling(monkeypatch):
+    assert settings.load_settings().kafka.compression() is None
+    monkeypatch.setenv("KAFKA_COMPRESSION_TYPE", " LZ4 ")
+    assert settings.load_settings().kafka.compression() == "lz4"
+
+
+def test_bad_compression_type_names_the_variable(monkeypatch):
+    monkeypatch.setenv("KAFKA_COMPRESSION_TYPE", "brotli")
+    with pytest.raises(settings.ConfigError, match=r"KAFKA_COMPRESSION_TYPE.*'lz4' or 'zstd'"):
+        settings.load_settings()
+
+
+def test_compression_without_its_codec_library_names_the_variable(monkeypatch):
+    from aiokafka import codec
+
+    monkeypatch.setattr(codec, "cramjam", None)  # as on an install without the extras
+    monkeypatch.setenv("KAFKA_COMPRESSION_TYPE", "zstd")
+    with pytest.raises(settings.ConfigError, match=r"KAFKA_COMPRESSION_TYPE.*aiokafka\[lz4"):
+        settings.load_settings()

@@ -46,7 +46,9 @@ def test_split_shape_has_distinct_ports_and_history_first():
 def test_each_history_host_gets_its_own_ports_in_its_config():
     cfg = _cfg(temporal_shape="split", temporal_history_hosts=2)
     dyn = Path("/x/dynamic.yaml")
-    confs = [server_config(cfg, p, "postgresql://postgres@127.0.0.1:5555/ingest", dyn) for p in plan(cfg)]
+    confs = [
+        server_config(cfg, p, "postgresql://postgres@127.0.0.1:5555/ingest", dyn) for p in plan(cfg)
+    ]
     history = [c["services"]["history"]["rpc"]["grpcPort"] for c in confs[:2]]
     assert history == [7234, 7236]
     store = confs[0]["persistence"]["datastores"]["postgres-default"]["sql"]
@@ -107,3 +109,13 @@ def test_a_bad_version_or_shape_is_refused_naming_the_setting(monkeypatch):
     monkeypatch.setenv("INGEST_STACK_TEMPORAL_SHAPE", "triple")
     with pytest.raises(ValidationError, match="temporal_shape"):
         StackSettings()
+
+
+def test_dynamic_config_pairs_land_in_the_servers_file():
+    from pipeline.stack.temporal_server import dynamic_config
+
+    pairs = ("limit.historyCount.suggestContinueAsNew=40", 'frontend.namespaceRPS="x"')
+    values = dynamic_config(_cfg(temporal_dynamic_config=pairs))
+    assert values["limit.historyCount.suggestContinueAsNew"] == [{"value": 40}]
+    assert values["frontend.namespaceRPS"] == [{"value": "x"}]
+    assert values["system.forceSearchAttributesCacheRefreshOnRead"] == [{"value": True}]

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from schemas import envelope as E
 from schemas.envelope import Envelope, EnvelopeError, parse
+from schemas.ids import cloudevent_event_id
 
 KNOWN_REASONS = {v for k, v in vars(E).items() if k.startswith("R_") and isinstance(v, str)}
 
@@ -81,10 +82,16 @@ def test_cloudevents_structured() -> None:
             }
         )
     )
-    assert (env.event_id, env.type, env.source, env.data) == ("c1", "t", "/s", [1])
+    assert (env.event_id, env.type, env.source, env.data) == (
+        cloudevent_event_id("/s", "c1"),
+        "t",
+        "/s",
+        [1],
+    )
     assert env.extensions == {
         "tenant": "acme",
         "specversion": "1.0",
+        "id": "c1",
         "datacontenttype": "application/json",
     }
 
@@ -99,12 +106,12 @@ def test_cloudevents_structured_data_base64() -> None:
 def test_cloudevents_binary_json_body() -> None:
     env = parse(j({"a": 1}), [*CE_BINARY, ("ce_tenant", b"acme"), ("trace", b"1")])
     assert (env.event_id, env.type, env.source, env.data) == (
-        "ce-1",
+        cloudevent_event_id("/orders", "ce-1"),
         "order.created",
         "/orders",
         {"a": 1},
     )
-    assert env.extensions == {"tenant": "acme", "specversion": "1.0"}
+    assert env.extensions == {"tenant": "acme", "specversion": "1.0", "id": "ce-1"}
     assert env.headers == (("trace", b"1"),)  # ce_* headers are folded into the envelope
 
 
@@ -117,7 +124,32 @@ def test_cloudevents_binary_text_and_empty_body() -> None:
 def test_to_json_round_trips_through_parse() -> None:
     env = parse(j({"specversion": "1.0", "id": "c1", "source": "/s", "type": "t", "x": 1}))
     again = parse(env.to_json())
-    assert (again.event_id, again.type, again.source) == ("c1", "t", "/s")
+    assert (again.event_id, again.type, again.source) == (env.event_id, "t", "/s")
+    assert again.extensions["id"] == "c1"
+
+
+def test_a_cloudevent_is_identified_by_source_and_id() -> None:
+    def structured(source: str, ce_id: str) -> str | None:
+        doc = {"specversion": "1.0", "id": ce_id, "source": source, "type": "t", "data": {}}
+        return parse(j(doc)).event_id
+
+    def binary(source: str, ce_id: str) -> str | None:
+        headers = [
+            ("ce_specversion", b"1.0"),
+            ("ce_id", ce_id.encode()),
+            ("ce_source", source.encode()),
+            ("ce_type", b"t"),
+        ]
+        return parse(b"{}", headers).event_id
+
+    # The same id from two sources: two events.
+    assert structured("/a", "1") != structured("/b", "1")
+    assert binary("/a", "1") != binary("/b", "1")
+    # One event, rendered either way (or delivered again): one id.
+    for source, ce_id in [("/a", "1"), ("urn:é:x", "id with spaces"), ("a:b", "c")]:
+        assert structured(source, ce_id) == binary(source, ce_id)
+        assert structured(source, ce_id) == structured(source, ce_id)
+        assert structured(source, ce_id) == cloudevent_event_id(source, ce_id)
 
 
 # -- every rejection reason ------------------------------------------------------

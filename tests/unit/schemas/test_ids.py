@@ -87,3 +87,40 @@ def test_source_event_ids_are_the_ones_already_issued():
     assert ids.source_event_id("ingest.raw", 5, 123456789) == "93e99fbd-0b0f-551e-9b12-354ca0116553"
     assert ids.source_event_id("é-topic", 1, 2**40) == "37f33806-478a-5816-a7bc-2517503bfade"
     assert ids.source_event_id("bench-raw-x", 2, 29999) == "8528db0a-c24b-5e30-bccd-85954ea87e1e"
+
+
+def test_cloudevent_ids_are_source_plus_id():
+    assert ids.cloudevent_event_id("/a", "1") == ids.cloudevent_event_id("/a", "1")
+    assert ids.cloudevent_event_id("/a", "1") != ids.cloudevent_event_id("/b", "1")
+    assert ids.cloudevent_event_id("/a", "1") != ids.cloudevent_event_id("/a", "2")
+
+
+def test_cloudevent_ids_split_source_and_id_unambiguously():
+    # Every way of cutting the same characters into (source, id) is a different event,
+    # whatever separator-like characters (or multi-byte ones) either side holds.
+    pairs = [("a:b", "c"), ("a", "b:c"), ("ab", "c"), ("a", "bc"), ("1:a", "b"), ("1", ":ab")]
+    pairs += [("é", "x"), ("\u00c3", "\u00a9x"), ("a\x00", "b"), ("a", "\x00b")]
+    derived = {ids.cloudevent_event_id(s, i) for s, i in pairs}
+    assert len(derived) == len(pairs)
+
+
+def test_cloudevent_id_format_is_pinned():
+    # The name hashed is "{UTF-8 byte length of source}:{source}{id}" under a fixed
+    # namespace; if either changes, every CloudEvent replayed would start again.
+    ns = uuid.UUID("d84fb428-9d54-474e-b269-98d5a98c8492")
+    source, ce_id = "https://example.com/producer/é", "A234-1234-1234"
+    want = uuid.uuid5(ns, f"{len(source.encode())}:{source}{ce_id}")
+    assert ids.cloudevent_event_id(source, ce_id) == str(want)
+    assert len(source.encode()) == len(source) + 1  # the length counts bytes, not characters
+    assert ids.cloudevent_event_id("/orders", "ce-1") == "e5569cdf-5d24-5835-8833-1b22c7b6406f"
+    assert ids.cloudevent_event_id(source, ce_id) == "b2d080d5-2ec7-5876-8037-b6f78db9ed45"
+
+
+def test_cloudevent_id_is_bounded_and_refuses_empty_attributes():
+    long_id = ids.cloudevent_event_id("s" * 5000, "i" * 100_000)
+    assert len(long_id) == 36 and uuid.UUID(long_id).version == 5
+    workflow_id = ids.event_workflow_id(ACT, long_id)
+    assert len(workflow_id) == len(f"activity-{ACT}:") + 36
+    for source, ce_id in [("", "1"), ("/a", "")]:
+        with pytest.raises(ValueError):
+            ids.cloudevent_event_id(source, ce_id)

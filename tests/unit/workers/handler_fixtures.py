@@ -25,3 +25,10 @@ async def plain(ctx: TaskContext) -> None:
 
 def not_async(ctx: TaskContext) -> None:
     pass
+
+
+# Not @register-ed: `--handlers tests.unit.workers.handler_fixtures:hang` names it, for a
+# test whose worker serves task type "hang" with a handler of its own (`activities apply`
+# only takes a type some handler serves).
+async def hang(ctx: TaskContext) -> None:
+    pass

@@ -12,6 +12,7 @@ from workers.handlers import (
     load_registry,
 )
 from workers.handlers.builtin import check_status
+from workers.handlers.registry import known_task_types
 
 FIX = "tests.unit.workers.handler_fixtures"
 
@@ -118,3 +119,12 @@ async def test_webhook_network_error_is_retryable() -> None:
     async with httpx.AsyncClient(transport=httpx.MockTransport(boom)) as http:
         with pytest.raises(RetryableTaskError, match="ConnectError"):
             await webhook(_ctx(Resources(http_client=http), {"url": "http://h/"}))
+
+
+def test_known_task_types_are_the_handlers_and_approval() -> None:
+    builtins = load_registry(use_entry_points=False).names()
+    assert known_task_types(use_entry_points=False) == sorted([*builtins, "approval"])
+    with_spec = known_task_types(FIX, use_entry_points=False)
+    assert {"greet", "shout", "salute", "approval", "noop"} <= set(with_spec)
+    with pytest.raises(ConfigError):
+        known_task_types("no_such_mod_q:f", use_entry_points=False)

@@ -22,7 +22,7 @@ _FLAGS = (
 
 
 async def _main(cfg: settings.Settings, wcfg: object) -> int:
-    from pipeline.parts import worker_parts
+    from app.parts import worker_parts
     from workers.worker import run_worker
 
     shutdown = Shutdown()
@@ -99,7 +99,7 @@ COMMAND = Command(
 
 
 if __name__ == "__main__":
-    # ``python -m workers.cli [flags]``: the same as ``ingest worker [flags]``, without
+    # ``python -m app.worker_cmd [flags]``: the same as ``ingest worker [flags]``, without
     # importing the other subcommands (a lean container entry point).
     from pipeline.cli import entry_one
 

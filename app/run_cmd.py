@@ -15,7 +15,7 @@ import asyncio
 import os
 import signal
 import sys
-from pathlib import Path
+from importlib import resources
 
 from pipeline.command import Command
 from pipeline.settings import METRICS_PORTS
@@ -23,7 +23,8 @@ from pipeline.settings import METRICS_PORTS
 # Each gets the /metrics port base + its index: 9400, 9401, 9402, 9403 by default, the
 # same as each process's own default (pipeline.settings.METRICS_PORTS).
 COMPONENTS = ["ingress", "router", "worker", "ops"]
-DEMO_FILE = Path(__file__).resolve().parent.parent / "deploy" / "local" / "demo-activities.json"
+# Package data (pyproject.toml), so an installed wheel has it too.
+DEMO_FILE = resources.files("app") / "demo-activities.json"
 
 
 async def _pump(name: str, stream: asyncio.StreamReader) -> None:
@@ -73,7 +74,7 @@ async def _run(args: argparse.Namespace) -> int:
         proc = await asyncio.create_subprocess_exec(
             sys.executable,
             "-m",
-            "pipeline.cli",
+            "app.cli",
             name,
             *extra,
             stdout=asyncio.subprocess.PIPE,

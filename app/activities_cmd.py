@@ -1,10 +1,12 @@
 """``ingest activities apply|list``: activity definitions in, and out.
 
 ``apply`` validates the whole file before writing anything (exit 2 naming each
-bad field), upserts every activity in one transaction, then reconciles the
-schedules (``--no-sync`` to skip). ``dedupe_key_strategy`` is stored and
-listed, never read at run time (it is legacy metadata of the idempotency
-contract: content dedupe belongs to a task's ``idempotency_key``).
+bad field, and each task type no worker handler serves: the worker's registry is
+asked here, in the command, so :mod:`definitions.files` stays free of it), upserts
+every activity in one transaction, then reconciles the schedules (``--no-sync``
+to skip). ``dedupe_key_strategy`` is stored and listed, never read at run time
+(it is legacy metadata of the idempotency contract: content dedupe belongs to a
+task's ``idempotency_key``).
 """
 
 from __future__ import annotations
@@ -38,12 +40,22 @@ async def _apply_permits(pool: asyncpg.Pool, parsed: ActivityFile, file: str) ->
     return 0
 
 
+def _known_task_types(handlers: str | None) -> list[str]:
+    """The task types a worker runs with these handlers (``--handlers`` or
+    ``INGEST_TASK_HANDLERS``, plus entry points and built-ins); ConfigError if bad."""
+    from workers.handlers.registry import known_task_types
+    from workers.settings import load_worker_settings
+
+    return known_task_types(load_worker_settings(task_handlers=handlers).task_handlers)
+
+
 def _apply(args: argparse.Namespace) -> int:
     from definitions import files, store
     from scheduler.cli import sync_and_print
 
     try:
         parsed = files.load(Path(args.file))
+        files.check_task_types(parsed, _known_task_types(args.handlers))
     except files.FileError as exc:
         for problem in exc.problems:
             print(f"{args.file}: {problem}", file=sys.stderr)
@@ -97,6 +109,11 @@ def _list(args: argparse.Namespace) -> int:
 def _apply_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("file", help="path to a .json, .yaml or .yml file")
     p.add_argument("--no-sync", action="store_true", help="do not touch Temporal Schedules")
+    p.add_argument(
+        "--handlers",
+        help="the workers' extra task handlers 'mod:func,mod2', to check task types against "
+        "(env INGEST_TASK_HANDLERS)",
+    )
     add_connection_flags(p)
 
 
@@ -114,7 +131,8 @@ COMMAND = Command(
             help="validate a JSON/YAML file of activities, upsert them, sync schedules",
             description="Validate FILE ({'activities': [...]}) completely, then upsert every "
             "activity and reconcile the Temporal Schedules of cron activities. Exit 2 "
-            "naming each bad field (e.g. activities[1].trigger.misfire_policy) without "
+            "naming each bad field (e.g. activities[1].trigger.misfire_policy, or a task "
+            "type no handler serves: built-ins, entry points, INGEST_TASK_HANDLERS) without "
             "writing anything.",
             run=_apply,
             flags=_apply_flags,

@@ -1,0 +1,199 @@
+"""The ops API's response bodies, as models: the OpenAPI schema (``/openapi.json``,
+``/docs``) names every field of every answer, errors included.
+
+Times are ISO-8601 strings (UTC) as the rows give them; ``payload`` and ``patch`` are the
+task's own JSON. Every error is :class:`ErrorBody` (``ops.errors``).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from schemas.approval_io import ApprovalState
+from workers.approvals.store import ApprovalRow
+
+
+class ErrorBody(BaseModel):
+    """Every error: 400 names the bad ``field``, 403 a decider who may not decide (``by``)."""
+
+    detail: str
+    field: str | None = None
+
+
+class AuthInfo(BaseModel):
+    """Whether ``/api`` needs a bearer token (unauthenticated: the console asks it first)."""
+
+    token_required: bool = Field(description="false: --insecure-local, any token signs in")
+
+
+class Run(BaseModel):
+    run_id: str
+    activity_id: str
+    activity_name: str | None
+    workflow_id: str
+    trigger_kind: Literal["event", "cron"]
+    event_id: str | None
+    scheduled_for: str | None
+    status: str = Field(description="running | succeeded | failed")
+    started_at: str
+    finished_at: str | None
+
+
+class ListedRun(Run):
+    task_counts: dict[str, int] | None = Field(description="tasks by status (null: none yet)")
+
+
+class RunList(BaseModel):
+    runs: list[ListedRun]
+
+
+class Task(BaseModel):
+    task_id: str
+    run_id: str
+    activity_id: str
+    run_workflow_id: str
+    task_type: str
+    index: int
+    status: str
+    attempts: int
+    last_error: str | None
+    payload: dict[str, Any]
+    duplicate_of: str | None
+    created_at: str
+    updated_at: str
+
+
+class Fix(BaseModel):
+    """An operator action on a paused task (``task_fixes``)."""
+
+    task_id: str
+    seq: int
+    run_id: str
+    task_type: str
+    action: Literal["fix", "skip", "abort"]
+    patch: dict[str, Any] | None
+    error: str
+    actor: str
+    note: str | None
+    created_at: str
+
+
+class RunDetail(BaseModel):
+    run: Run
+    temporal_status: str | None = Field(description="RUNNING, COMPLETED, ... (null: unknown)")
+    tasks: list[Task]
+    fixes: list[Fix]
+
+
+class TaskList(BaseModel):
+    tasks: list[Task]
+
+
+class TaskDetail(BaseModel):
+    task: Task
+    fixes: list[Fix]
+
+
+class ActionResult(BaseModel):
+    task_id: str
+    action: Literal["fix", "skip", "abort"]
+    seq: int = Field(description="the task_fixes row the action wrote")
+
+
+class DlqMessage(BaseModel):
+    partition: int
+    offset: int
+    timestamp_ms: int | None
+    reason: str | None
+    detail: str | None
+    component: str | None
+    attempt: str | None
+    key: str | None
+    value_bytes: int
+    truncated: bool = Field(description="the value shown is its first 4,096 bytes")
+    headers: dict[str, str | None]
+    # One of the two (the other is left out):
+    value: str | None = Field(None, description="the value as UTF-8 text")
+    value_base64: str | None = Field(None, description="a value that is not UTF-8")
+
+
+class DlqPeek(BaseModel):
+    topic: str
+    scanned: int
+    by_reason: dict[str, int]
+    messages: list[DlqMessage]
+
+
+class ReplayReport(BaseModel):
+    """The ``ingest replay --json`` report."""
+
+    topic: str
+    dry_run: bool
+    ledger: bool
+    complete: bool
+    elapsed_seconds: float
+    rate_per_second: float
+    read: int
+    already_routed_ledger: int
+    already_started_temporal: int
+    started: int
+    would_start: int
+    dlq: int
+    unmatched: int
+    partitions: dict[str, list[int]] = Field(description="partition: [first, stop) offsets")
+    # A DLQ re-drive only (left out otherwise):
+    dlq_read: int | None = None
+    to_events: int | None = None
+    returned_to_dlq: int | None = None
+    carried_forward: int | None = None
+
+
+class Permit(BaseModel):
+    resource: str
+    slot: str
+    capacity: int
+    state: str = Field(description="held | released | lease_expired | <status> (not released)")
+    holder: str
+    token: int = Field(description="the fencing token (monotonic per slot)")
+    permit_run_id: str
+    acquired_at: str
+    age_seconds: float
+    lease_seconds: int
+
+
+class PermitList(BaseModel):
+    permits: list[Permit]
+
+
+class ApprovalList(BaseModel):
+    approvals: list[ApprovalRow]  # the ``approvals`` table's row
+
+
+class ApprovalDetail(BaseModel):
+    approval: ApprovalState
+
+
+class UpdateResult(BaseModel):
+    """A decision or resubmission, answered once its audit entry is written."""
+
+    task_id: str
+    status: str = Field(description="the approval's status after it")
+    seq: int = Field(description="the audit entry it wrote")
+
+
+_WHY = {
+    400: "a bad argument: `field` names it",
+    401: "no bearer token",
+    403: "a wrong token (or, on a decision, a person who may not decide: `field` is `by`)",
+    404: "an unknown id",
+    409: "the state forbids it",
+    500: "an unexpected error (the ops service logs it)",
+    503: "Temporal, or a worker it waits for, did not answer in time",
+}
+
+
+def errors(*codes: int) -> dict[int | str, dict[str, Any]]:
+    """``responses=`` for these error codes, each an :class:`ErrorBody`."""
+    return {code: {"model": ErrorBody, "description": _WHY[code]} for code in codes}

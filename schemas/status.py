@@ -1,0 +1,42 @@
+"""The statuses of a run (``activity_runs.status``) and of a task (``task_instances.status``).
+
+One ``StrEnum`` each: a member is a ``str``, so it compares equal to, and is
+stored, logged and sent over the Temporal wire as, its plain value (histories and
+rows are unchanged). The database CHECK constraints of migration
+``0006_status_checks.sql`` allow exactly these values; ``tests/integration/schemas/
+test_status_checks.py`` compares the two.
+
+Workflow and activity inputs keep ``status: str`` fields: an activity then answers
+a value outside the enum with a clear non-retryable error of its own, where a typed
+field would fail the payload's decoding (and be retried forever).
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class RunStatus(StrEnum):
+    RUNNING = "running"  # from log_run until finish_run
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"  # a task failed, or planning did
+
+
+class TaskStatus(StrEnum):
+    PENDING = "pending"  # claimed, not started
+    RUNNING = "running"
+    PENDING_FIX = "pending_fix"  # paused after a permanent failure (workers.fixes)
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    SKIPPED = "skipped"  # by an operator, or behind an approval that was not given
+    DUPLICATE = "duplicate"  # another task holds its idempotency key
+
+
+# What finish_run may write: a run's outcome.
+RUN_OUTCOMES: tuple[str, ...] = (RunStatus.SUCCEEDED.value, RunStatus.FAILED.value)
+# Task outcomes a run counts; the rest of its tasks are duplicates.
+TASK_OUTCOMES: tuple[str, ...] = tuple(
+    s.value for s in (TaskStatus.SUCCEEDED, TaskStatus.FAILED, TaskStatus.SKIPPED)
+)
+# What a workflow may ask set_task_state for: a duplicate is decided by the claim.
+TASK_TRANSITIONS: tuple[str, ...] = tuple(s.value for s in TaskStatus if s != TaskStatus.DUPLICATE)

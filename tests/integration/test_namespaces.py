@@ -1,0 +1,98 @@
+"""The suite's own namespace (``tests.support.namespaces``) on a fresh, private dev server:
+what a new machine's first session does (register the namespace, wait until it is served,
+register the search attributes), what every session does at the end (terminate what
+still runs, delete schedules), and the check that ``default`` gained nothing."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
+from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest
+from temporalio.client import (
+    Client,
+    Schedule,
+    ScheduleActionStartWorkflow,
+    ScheduleIntervalSpec,
+    ScheduleSpec,
+    WorkflowExecutionStatus,
+)
+
+from pipeline.stack.settings import StackSettings
+from pipeline.stack.temporal import Temporal
+from schemas.search_attributes import KEYWORDS
+from tests.support import namespaces
+from tests.support.net import free_port
+from tests.support.wait import eventually
+
+QUEUE = "nobody-polls-this"
+
+
+@pytest.fixture
+async def server(tmp_path: Path) -> AsyncIterator[str]:
+    stack = StackSettings(dir=tmp_path, temporal_port=free_port(), temporal_ui=False)
+    temporal = Temporal(stack, persist=False)
+    await asyncio.to_thread(temporal.ensure)
+    try:
+        yield temporal.address
+    finally:
+        await asyncio.to_thread(temporal.stop)
+
+
+async def _visible(client: Client, query: str, n: int) -> None:
+    async def seen() -> bool:
+        return (await client.count_workflows(query)).count == n
+
+    await eventually(seen, 30, f"visibility to count {n} workflows for {query}")
+
+
+async def test_prepare_then_sweep(server: str) -> None:
+    name = "ingest-test"
+    client = await namespaces.prepare(server, name)
+    await namespaces.prepare(server, name)  # idempotent
+    desc = await client.workflow_service.describe_namespace(
+        DescribeNamespaceRequest(namespace=name)
+    )
+    retention = desc.config.workflow_execution_retention_ttl.ToTimedelta()
+    assert retention == namespaces.RETENTION == timedelta(hours=24)
+    have = await client.operator_service.list_search_attributes(
+        ListSearchAttributesRequest(namespace=name)
+    )
+    assert set(KEYWORDS) <= set(have.custom_attributes)
+
+    for i in range(3):
+        await client.start_workflow("Nothing", id=f"left-{i}", task_queue=QUEUE)
+    every = ScheduleSpec(intervals=[ScheduleIntervalSpec(every=timedelta(hours=1))])
+    action = ScheduleActionStartWorkflow("Nothing", id="from-schedule", task_queue=QUEUE)
+    await client.create_schedule("left-schedule", Schedule(action=action, spec=every))
+    await _visible(client, 'ExecutionStatus="Running"', 3)
+
+    swept = await namespaces.sweep(client)
+    assert swept.terminated == Counter({QUEUE: 3}) and swept.schedules == 1
+    await _visible(client, 'ExecutionStatus="Running"', 0)
+    assert [s async for s in await client.list_schedules()] == []
+    line = namespaces.summary(name, swept, {QUEUE: "tests/x.py::test_y"})
+    assert line == (
+        "Temporal namespace ingest-test: terminated 3 workflows still running at the end of "
+        "the session, deleted 1 schedules; most from tests/x.py::test_y (3)"
+    )
+
+
+async def test_leaked_into_default_names_and_terminates_only_the_sessions(server: str) -> None:
+    since = datetime.now(UTC)
+    default = await Client.connect(server)
+    await default.start_workflow("Nothing", id="mine", task_queue="tq-mine")
+    await default.start_workflow("Nothing", id="someone-elses", task_queue="make-run")
+    await _visible(default, f'StartTime >= "{since.isoformat()}"', 2)
+
+    leaked = await namespaces.leaked_into(server, since, {"tq-mine": "tests/x.py::test_y"})
+    assert leaked == [("mine", "tq-mine")]
+    mine = await default.get_workflow_handle("mine").describe()
+    theirs = await default.get_workflow_handle("someone-elses").describe()
+    assert mine.status == WorkflowExecutionStatus.TERMINATED
+    assert theirs.status == WorkflowExecutionStatus.RUNNING
