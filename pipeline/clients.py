@@ -48,7 +48,7 @@ async def temporal_client(
     if runtime is not None:
         kwargs["runtime"] = runtime
     try:
-        return await asyncio.wait_for(
+        client = await asyncio.wait_for(
             Client.connect(
                 cfg.address,
                 namespace=cfg.namespace,
@@ -64,6 +64,33 @@ async def temporal_client(
             f"cannot reach Temporal at TEMPORAL_ADDRESS={cfg.address} "
             f"(namespace TEMPORAL_NAMESPACE={cfg.namespace}): {type(exc).__name__}: {exc}"
         ) from None
+    await _check_namespace(client, cfg, timeout)
+    return client
+
+
+async def _check_namespace(client: Client, cfg: TemporalSettings, timeout: float) -> None:
+    """A namespace the server does not know fails at start-up, naming the setting.
+
+    Afterwards a NOT_FOUND for the namespace is an outage of the server's own database
+    (the starter retries it, ``pipeline.starter.outage``), never a reason to dead-letter.
+    Any other answer (e.g. PERMISSION_DENIED for a key scoped to workflows) passes: the
+    check only refuses what is certainly wrong.
+    """
+    from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest
+    from temporalio.service import RPCError, RPCStatusCode
+
+    try:
+        await client.workflow_service.describe_namespace(
+            DescribeNamespaceRequest(namespace=cfg.namespace),
+            timeout=timedelta(seconds=timeout),
+        )
+    except RPCError as exc:
+        if exc.status == RPCStatusCode.NOT_FOUND:
+            raise Unreachable(
+                f"Temporal at TEMPORAL_ADDRESS={cfg.address} has no namespace "
+                f"TEMPORAL_NAMESPACE={cfg.namespace}: register it, or name another"
+            ) from None
+        log.debug("namespace check of %s skipped: %s", cfg.namespace, exc)
 
 
 async def db_pool(cfg: DatabaseSettings) -> asyncpg.Pool:

@@ -46,6 +46,29 @@ RETRIABLE = frozenset(
     }
 )
 
+# The real server answers NOT_FOUND with this detail for a namespace that exists while
+# its namespace registry cannot read the database (PostgreSQL down under the server:
+# tests/faults/test_temporal_server_faults.py). The namespace was there when the process
+# started (pipeline.clients.temporal_client checks), so this is an outage, not a refusal.
+NAMESPACE_NOT_FOUND = "temporal.api.errordetails.v1.NamespaceNotFoundFailure"
+# The error label pipeline_start_errors_total counts it under.
+E_NAMESPACE_NOT_FOUND = "NAMESPACE_NOT_FOUND"
+
+
+def outage(exc: RPCError) -> str | None:
+    """The error label of a start failure that retrying can fix, or None for a refusal."""
+    if exc.status in RETRIABLE:
+        return exc.status.name
+    if exc.status == RPCStatusCode.NOT_FOUND and any(
+        d.type_url.endswith(NAMESPACE_NOT_FOUND) for d in exc.grpc_status.details
+    ):
+        return E_NAMESPACE_NOT_FOUND
+    return None
+
+
+# Every error label pipeline_start_errors_total may carry.
+START_ERROR_LABELS = (*sorted(s.name for s in RETRIABLE), E_NAMESPACE_NOT_FOUND)
+
 STARTED = "started"
 DUPLICATE = "duplicate"
 # The DLQ reason of a start Temporal refused for good.
@@ -98,16 +121,17 @@ class Starter:
             except RPCError as exc:
                 if not self.retry_outages:
                     raise
-                if exc.status not in RETRIABLE:
+                error = outage(exc)
+                if error is None:
                     raise StartRejected(f"{exc.status.name}: {exc.message}") from None
-                metrics.START_ERRORS.labels(component=self.component, error=exc.status.name).inc()
+                metrics.START_ERRORS.labels(component=self.component, error=error).inc()
                 if self.stopping():
                     raise ShutdownRequested(run.workflow_id) from None
                 delay = next(delays)
                 log.warning(
                     "start of %s failed (%s), retrying in %.1fs",
                     run.workflow_id,
-                    exc.status.name,
+                    error,
                     delay,
                 )
                 await asyncio.sleep(delay * (0.5 + random.random()))

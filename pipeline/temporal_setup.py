@@ -82,6 +82,27 @@ async def register_namespace(
     return True
 
 
+async def prepare_namespace(
+    client: Client, namespace: str, retention: timedelta, description: str = ""
+) -> None:
+    """Register ``namespace`` (idempotent) and the pipeline's search attributes in it, and
+    return once it serves: a new namespace reaches each service's registry seconds later
+    on a real server, and until then calls on it answer NOT_FOUND or INVALID_ARGUMENT."""
+    await register_namespace(client, namespace, retention, description)
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + 60
+    while True:
+        try:
+            await register_search_attributes(client, namespace)
+            await client.count_workflows()
+            return
+        except RPCError as exc:
+            waiting = exc.status in (RPCStatusCode.NOT_FOUND, RPCStatusCode.INVALID_ARGUMENT)
+            if not waiting or loop.time() > deadline:
+                raise
+        await asyncio.sleep(0.5)
+
+
 def register_on(address: str, namespace: str = "default") -> list[str]:
     """Synchronous form for the local stack (``pipeline.stack``)."""
 

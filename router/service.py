@@ -25,7 +25,7 @@ from pipeline.offsets import OffsetTracker
 from pipeline.rebalance import Delegating
 from pipeline.runtime import Shutdown
 from pipeline.settings import Settings
-from pipeline.starter import R_START_REJECTED, RETRIABLE
+from pipeline.starter import R_START_REJECTED, START_ERROR_LABELS
 from router.catalog import ActivityCatalog
 from router.routing import Routing, build_routing
 from router.settings import RouterSettings
@@ -53,7 +53,7 @@ def start_metrics_at_zero(settings: Settings, component: str = "router") -> None
     )
     metrics.start_at_zero(metrics.DLQ_MESSAGES, component=[component], reason=DLQ_REASONS)
     metrics.start_at_zero(
-        metrics.START_ERRORS, component=[component], error=[s.name for s in RETRIABLE]
+        metrics.START_ERRORS, component=[component], error=START_ERROR_LABELS
     )
 
 

@@ -272,7 +272,7 @@ class TemporalServer(Service):
                 f"port {self.cfg.temporal_port} answers, but from pid {owner}, not from the "
                 f"frontend this stack started (pid {frontend.pid()}); see {frontend.logfile}"
             )
-        asyncio.run(prepare_namespace(self.address, NAMESPACE))
+        asyncio.run(_prepare(self.address, NAMESPACE))
         state = "already running" if len(running) == len(procs) else "started"
         return f"{state} ({self.cfg.temporal_shape}, {len(procs)} proc)"
 
@@ -340,38 +340,11 @@ def _database_exists(pg_url: str, db: str) -> bool:
     return asyncio.run(go())
 
 
-async def prepare_namespace(address: str, namespace: str) -> None:
-    """Register ``namespace`` and the pipeline's search attributes; wait until it serves.
-
-    A fresh server has no ``default`` namespace (the dev server makes one), and each
-    service learns of a new namespace from its cache, refreshed every few seconds.
-    """
+async def _prepare(address: str, namespace: str) -> None:
+    """A fresh server has no ``default`` namespace (the dev server makes one)."""
     from temporalio.client import Client
 
-    from pipeline.temporal_setup import register_namespace, register_search_attributes
+    from pipeline.temporal_setup import prepare_namespace
 
     client = await Client.connect(address, namespace=namespace)
-    await register_namespace(client, namespace, RETENTION)
-    await _until_namespace_serves(client)
-    await register_search_attributes(client, namespace)
-
-
-async def _until_namespace_serves(client: object, timeout: float = 60) -> None:
-    from temporalio.client import Client
-    from temporalio.service import RPCError, RPCStatusCode
-
-    assert isinstance(client, Client)
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while True:
-        try:
-            await client.get_workflow_handle("ingest-stack-probe").describe()
-            return  # nothing of that id should exist, but an answer is an answer
-        except RPCError as exc:
-            if exc.status == RPCStatusCode.NOT_FOUND and "workflow not found" in exc.message:
-                return  # "workflow not found": the namespace serves
-            if loop.time() > deadline:
-                raise StackError(
-                    f"namespace {client.namespace} does not serve: {exc.message}"
-                ) from exc
-        await asyncio.sleep(0.5)
+    await prepare_namespace(client, namespace, RETENTION, "the local stack's namespace")

@@ -66,13 +66,18 @@ def _base(stack, **extra: str) -> dict[str, str]:
 BAD_KAFKA = {"KAFKA_BOOTSTRAP_SERVERS": "127.0.0.1:1"}
 BAD_TEMPORAL = {"TEMPORAL_ADDRESS": "127.0.0.1:1"}
 BAD_DB = {"DATABASE_URL": "postgresql://app@127.0.0.1:1/nowhere"}
+# A namespace the server does not know: refused at start-up, not by dead-lettering
+# every event later (pipeline.clients._check_namespace).
+BAD_NAMESPACE = {"TEMPORAL_NAMESPACE": "no-such-namespace"}
 
 CASES = [
     ("ingress", BAD_KAFKA, "KAFKA_BOOTSTRAP_SERVERS"),
     ("router", BAD_KAFKA, "KAFKA_BOOTSTRAP_SERVERS"),
     ("router", BAD_TEMPORAL, "TEMPORAL_ADDRESS"),
     ("router", BAD_DB, "DATABASE_URL"),
+    ("router", BAD_NAMESPACE, "TEMPORAL_NAMESPACE=no-such-namespace"),
     ("worker", BAD_TEMPORAL, "TEMPORAL_ADDRESS"),
+    ("worker", BAD_NAMESPACE, "TEMPORAL_NAMESPACE=no-such-namespace"),
     ("worker", BAD_DB, "DATABASE_URL"),
 ]
 

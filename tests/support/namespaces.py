@@ -26,13 +26,10 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import IO
 
-from google.protobuf.duration_pb2 import Duration
-from temporalio.api.workflowservice.v1 import RegisterNamespaceRequest
 from temporalio.client import Client, WorkflowExecution, WorkflowExecutionStatus
-from temporalio.service import RPCError, RPCStatusCode
+from temporalio.service import RPCError
 
-from pipeline.temporal_setup import register_search_attributes
-from tests.support.wait import eventually
+from pipeline.temporal_setup import prepare_namespace
 
 BASE = "ingest-test"
 DEFAULT = "default"
@@ -72,32 +69,9 @@ async def prepare(address: str, namespace: str) -> Client:
     """Register ``namespace`` (idempotent) and the pipeline's search attributes in it
     (``pipeline.temporal_setup``, as ``ingest temporal setup`` does); a client on it."""
     client = await Client.connect(address, namespace=namespace)
-    try:
-        await client.workflow_service.register_namespace(
-            RegisterNamespaceRequest(
-                namespace=namespace,
-                description="the test suite's namespace (tests/support/namespaces.py)",
-                workflow_execution_retention_period=Duration(
-                    seconds=int(RETENTION.total_seconds())
-                ),
-            )
-        )
-    except RPCError as exc:
-        if exc.status != RPCStatusCode.ALREADY_EXISTS:
-            raise
-
-    async def usable() -> bool:
-        # A new namespace is served once the frontend's registry has refreshed.
-        try:
-            await register_search_attributes(client, namespace)
-            await client.count_workflows()
-        except RPCError as exc:
-            if exc.status in (RPCStatusCode.NOT_FOUND, RPCStatusCode.INVALID_ARGUMENT):
-                return False
-            raise
-        return True
-
-    await eventually(usable, 60, f"Temporal to serve namespace {namespace}")
+    await prepare_namespace(
+        client, namespace, RETENTION, "the test suite's namespace (tests/support/namespaces.py)"
+    )
     return client
 
 

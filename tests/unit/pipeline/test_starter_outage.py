@@ -1,0 +1,44 @@
+"""Which start failures the starter retries (``pipeline.starter.outage``): an outage is
+retried with the offset held back; a refusal is dead-lettered."""
+
+from __future__ import annotations
+
+import pytest
+from google.protobuf.any_pb2 import Any as AnyProto
+from temporalio.api.common.v1 import GrpcStatus
+from temporalio.service import RPCError, RPCStatusCode
+
+from pipeline.starter import E_NAMESPACE_NOT_FOUND, START_ERROR_LABELS, outage
+
+NS_DETAIL = "type.googleapis.com/temporal.api.errordetails.v1.NamespaceNotFoundFailure"
+WF_DETAIL = "type.googleapis.com/temporal.api.errordetails.v1.NotFoundFailure"
+
+
+def _error(status: RPCStatusCode, message: str, detail: str | None = None) -> RPCError:
+    grpc = GrpcStatus(code=status.value, message=message)
+    if detail is not None:
+        grpc.details.append(AnyProto(type_url=detail))
+    return RPCError(message, status, grpc.SerializeToString())
+
+
+@pytest.mark.parametrize(
+    ("error", "label"),
+    [
+        (_error(RPCStatusCode.UNAVAILABLE, "connection refused"), "UNAVAILABLE"),
+        # The real server, while its PostgreSQL is down, about a namespace that exists.
+        (
+            _error(RPCStatusCode.NOT_FOUND, "Namespace default is not found.", NS_DETAIL),
+            E_NAMESPACE_NOT_FOUND,
+        ),
+        (_error(RPCStatusCode.NOT_FOUND, "workflow not found", WF_DETAIL), None),
+        (_error(RPCStatusCode.NOT_FOUND, "Namespace x is not found."), None),  # no detail
+        (_error(RPCStatusCode.INVALID_ARGUMENT, "WorkflowId exceeds length limit"), None),
+    ],
+)
+def test_outage_or_refusal(error: RPCError, label: str | None) -> None:
+    assert outage(error) == label
+
+
+def test_every_label_the_starter_counts_starts_at_zero() -> None:
+    assert E_NAMESPACE_NOT_FOUND in START_ERROR_LABELS
+    assert "UNAVAILABLE" in START_ERROR_LABELS
