@@ -7,9 +7,11 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 PYTEST_ARGS ?=
-TYPED := pipeline schemas router replay ingress workers scheduler definitions ops
+TYPED := app pipeline schemas router replay ingress workers scheduler definitions ops
+# The real Temporal server of `make test-server`, beside the dev server on 7233.
+SERVER_ENV := INGEST_STACK_TEMPORAL=server INGEST_STACK_TEMPORAL_PORT=7333
 
-.PHONY: system-deps install run test faults bench lint stack-up stack-down stack-status clean
+.PHONY: system-deps install run test test-server faults bench lint stack-up stack-down stack-status clean
 
 # The system packages, installed with apt when missing (root); without root or apt it
 # stops with one line naming what is missing and how to install it.
@@ -39,15 +41,24 @@ run: system-deps stack-up
 	$(BIN)/ingest migrate
 	$(BIN)/ingest run --seed-demo
 
-# The test suite against the real local stack (CI runs exactly this).
+# The test suite against the real local stack (CI runs exactly this): all of it on the
+# dev server, then its real-server subset on the real Temporal server.
 test: system-deps stack-up
 	$(BIN)/ruff check .
 	$(BIN)/mypy $(TYPED)
-	FAULTS_REPORT=1 $(BIN)/pytest -q -m "not slow" $(PYTEST_ARGS)
+	FAULTS_REPORT=1 $(BIN)/pytest -q -m "not slow and not server_only" $(PYTEST_ARGS)
+	@$(MAKE) --no-print-directory test-server
+
+# The subset marked temporal_server (tests/conftest.py) on the real Temporal server on
+# PostgreSQL, 4 shards (built once with `go install` into ~/.cache; docs/testing.md).
+test-server: stack-up
+	$(SERVER_ENV) $(BIN)/ingest stack up
+	$(SERVER_ENV) FAULTS_REPORT=1 $(BIN)/pytest -q -m "temporal_server and not slow" $(PYTEST_ARGS)
 
 # Full-size fault-injection runs (CI runs the reduced size inside `make test`) with a
 # table of figures per scenario.
 faults: stack-up
+	$(BIN)/ingest stack build
 	FAULTS_SCALE=full $(BIN)/pytest -q tests/faults $(PYTEST_ARGS)
 
 bench: stack-up

@@ -36,13 +36,45 @@ from tests.support.stack import Stack, Topics
 _SUMMARY = pytest.StashKey[list[str]]()
 
 
+# The suite's subset that `make test` runs a second time on the real Temporal server
+# (`make test-server`: INGEST_STACK_TEMPORAL=server; docs/testing.md says how it is
+# chosen): every path where the server's own behaviour matters to the contract.
+SERVER_SUBSET = (
+    "tests/integration/test_stack.py",
+    "tests/integration/e2e/",  # the event path, cron, CloudEvents identity, sizes
+    "tests/integration/scheduler/test_misfire.py",  # each misfire policy
+    "tests/integration/scheduler/test_duplicates.py",
+    "tests/integration/replay/test_replay.py",  # replay after retention deleted the runs
+    "tests/integration/router/",
+    "tests/integration/permits/",
+    "tests/integration/ops/test_pause_fix.py",  # pause-and-fix: updates, search attributes
+    "tests/integration/approvals/test_approve.py",
+    "tests/integration/approvals/test_decisions.py",
+    "tests/integration/approvals/test_durable_timer.py",
+    "tests/integration/approvals/test_escalation.py",
+    "tests/integration/workers/test_run_workflow.py",
+    "tests/faults/test_router_kill.py",  # the reduced fault suite on the shared server
+    "tests/faults/test_ingress_kill.py",
+    "tests/faults/test_worker_kill.py",
+    "tests/faults/test_rebalance_replay.py",
+)
+# Only on the real server's pass: they start private real servers in the split shape,
+# whose binary that pass's `ingest stack up --temporal server` has built.
+SERVER_ONLY = ("tests/faults/test_temporal_server_faults.py",)
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         path = str(item.path)
+        rel = item.path.relative_to(ROOT).as_posix() if item.path.is_relative_to(ROOT) else path
         if "/integration/" in path or "/faults/" in path:
             item.add_marker(pytest.mark.integration)
         if "/faults/" in path:
             item.add_marker(pytest.mark.faults)
+        if rel.startswith(SERVER_ONLY):
+            item.add_marker(pytest.mark.server_only)
+        if rel.startswith(SERVER_SUBSET + SERVER_ONLY):
+            item.add_marker(pytest.mark.temporal_server)
 
 
 @pytest.fixture(scope="session")

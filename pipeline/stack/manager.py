@@ -126,11 +126,28 @@ def _run(args: argparse.Namespace, extra_topics: Sequence[str] = ()) -> int:
         return up(cfg, args.partitions, args.kafka_nodes, extra_topics)
     if args.action == "down":
         return down(cfg)
+    if args.action == "build":
+        return build_server(cfg)
     return status(cfg)
 
 
+def build_server(cfg: StackSettings) -> int:
+    """Build the real Temporal server's binaries (once: a cached build is reused)."""
+    try:
+        bins = TemporalServer(cfg).binaries()
+    except StackError as exc:
+        print(f"temporal: FAILED: {exc}", file=sys.stderr)
+        return 1
+    print(f"{'temporal':9} {'ready':24} server {bins.version}: {bins.server.parent}")
+    return 0
+
+
 def _flags(p: argparse.ArgumentParser) -> None:
-    p.add_argument("action", choices=["up", "down", "status"])
+    p.add_argument(
+        "action",
+        choices=["up", "down", "status", "build"],
+        help="build: build the real Temporal server once (INGEST_STACK_TEMPORAL_SERVER_*)",
+    )
     p.add_argument("--partitions", type=int, help="partitions for new topics (KAFKA_PARTITIONS)")
     p.add_argument(
         "--kafka-nodes",

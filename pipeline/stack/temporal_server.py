@@ -273,8 +273,7 @@ class TemporalServer(Service):
                 f"frontend this stack started (pid {frontend.pid()}); see {frontend.logfile}"
             )
         asyncio.run(_prepare(self.address, NAMESPACE))
-        state = "already running" if len(running) == len(procs) else "started"
-        return f"{state} ({self.cfg.temporal_shape}, {len(procs)} proc)"
+        return "already running" if len(running) == len(procs) else "started"
 
     def _check_shards(self) -> None:
         """The shard count is fixed when the database is first set up; say so, not fail later."""
@@ -299,7 +298,8 @@ class TemporalServer(Service):
     def summary(self) -> str:
         return (
             f"{self.address} (server {self.cfg.temporal_server_version}, "
-            f"{self.cfg.temporal_shards} shards, {self.cfg.temporal_shape})"
+            f"{self.cfg.temporal_shards} shards, {self.cfg.temporal_shape}: "
+            f"{len(plan(self.cfg))} process{'es' if len(plan(self.cfg)) > 1 else ''})"
         )
 
 
