@@ -46,6 +46,7 @@ run: system-deps stack-up
 test: system-deps stack-up
 	$(BIN)/ruff check .
 	$(BIN)/mypy $(TYPED)
+	$(BIN)/ingest stack build
 	FAULTS_REPORT=1 $(BIN)/pytest -q -m "not slow and not server_only" $(PYTEST_ARGS)
 	@$(MAKE) --no-print-directory test-server
 
