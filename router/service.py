@@ -52,9 +52,7 @@ def start_metrics_at_zero(settings: Settings, component: str = "router") -> None
         layer=[metrics.LAYER_LEDGER, metrics.LAYER_TEMPORAL],
     )
     metrics.start_at_zero(metrics.DLQ_MESSAGES, component=[component], reason=DLQ_REASONS)
-    metrics.start_at_zero(
-        metrics.START_ERRORS, component=[component], error=START_ERROR_LABELS
-    )
+    metrics.start_at_zero(metrics.START_ERRORS, component=[component], error=START_ERROR_LABELS)
 
 
 class Router:
