@@ -8,8 +8,8 @@ VENV := .venv
 BIN := $(VENV)/bin
 PYTEST_ARGS ?=
 TYPED := app pipeline schemas router replay ingress workers scheduler definitions ops
-# The real Temporal server of `make test-server`, beside the dev server on 7233.
-SERVER_ENV := INGEST_STACK_TEMPORAL=server INGEST_STACK_TEMPORAL_PORT=7333
+# The real Temporal server of `make test-server` (UI :8333), beside the dev server on 7233.
+SERVER_ENV := INGEST_STACK_TEMPORAL=server INGEST_STACK_TEMPORAL_PORT=7333 INGEST_STACK_TEMPORAL_UI_PORT=8333
 
 .PHONY: system-deps install run test test-server faults bench lint stack-up stack-down stack-status clean
 

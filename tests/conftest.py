@@ -18,9 +18,11 @@ from __future__ import annotations
 
 import asyncio
 import os
+import tempfile
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import asyncpg
@@ -60,7 +62,10 @@ SERVER_SUBSET = (
 )
 # Only on the real server's pass: they start private real servers in the split shape,
 # whose binary that pass's `ingest stack up --temporal server` has built.
-SERVER_ONLY = ("tests/faults/test_temporal_server_faults.py",)
+SERVER_ONLY = (
+    "tests/faults/test_temporal_server_faults.py",
+    "tests/integration/stack/test_temporal_server.py",
+)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -87,7 +92,9 @@ def stack(request: pytest.FixtureRequest) -> Iterator[Stack]:
     template = f"ingest_test_template_{os.getpid()}"
     asyncio.run(_make_template(pg_url, template))
     temporal = f"127.0.0.1:{cfg.temporal_port}"
-    claim = namespaces.claim(cfg.dir / "test-namespaces")
+    # Keyed by the server, not the checkout: two checkouts may share one running stack
+    # (the second finds its services answering), and must not share a namespace.
+    claim = namespaces.claim(Path(tempfile.gettempdir()) / f"ingest-test-namespaces-{temporal}")
     asyncio.run(namespaces.prepare(temporal, claim.name))
     session = namespaces.Session(temporal, claim.name)
     namespaces.current = session

@@ -48,6 +48,9 @@ class StackSettings(BaseSettings):
     # `temporal_history_hosts` history processes, so shards move when one dies.
     temporal_shape: Literal["single", "split"] = "single"
     temporal_history_hosts: int = Field(2, ge=1, le=4)
+    # The real server's web UI (temporalio/ui-server, on temporal_ui_port when
+    # temporal_ui): 2.54.1 is the UI the dev server embeds; later ones need Go 1.26.10.
+    temporal_ui_version: str = Field("2.54.1", pattern=r"^\d+\.\d+\.\d+$")
     pg_port: int = Field(55432, ge=1, le=65535)
 
     @field_validator("temporal_dynamic_config")

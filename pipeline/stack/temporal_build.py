@@ -28,6 +28,8 @@ from pipeline.stack.procs import StackError
 MODULE = "go.temporal.io/server"
 # The two commands of the module the stack runs: the server, and the schema tool.
 COMMANDS = {"server": "cmd/server", "sql": "cmd/tools/sql"}
+# The Temporal UI's server, with the web assets embedded in its module.
+UI_MODULE = "github.com/temporalio/ui-server/v2/cmd/server"
 # Where the machine's Go usually lives when it is not on PATH.
 GO_FALLBACKS = ("/usr/local/go/bin/go",)
 
@@ -70,27 +72,41 @@ def ensure_binaries(cache: Path, version: str, log: Path | None = None) -> Serve
     Raises :class:`StackError` with one line when Go is missing or the build fails.
     """
     home = cache.expanduser().resolve() / f"v{version}"
-    want = {name: home / name for name in COMMANDS}
+    targets = {name: f"{MODULE}/{cmd}@v{version}" for name, cmd in COMMANDS.items()}
+    built = _ensure(home, targets, f"the Temporal server {version}", log)
+    return ServerBinaries(server=built["server"], sql=built["sql"], version=version)
+
+
+def ensure_ui(cache: Path, version: str, log: Path | None = None) -> Path:
+    """The Temporal UI server (``temporalio/ui-server``, its web assets embedded) of
+    ``version``, built once like the server; its own folder (both binaries are `server`)."""
+    home = cache.expanduser().resolve() / f"ui-v{version}"
+    built = _ensure(home, {"server": f"{UI_MODULE}@v{version}"}, f"the Temporal UI {version}", log)
+    return built["server"]
+
+
+def _ensure(home: Path, targets: dict[str, str], what: str, log: Path | None) -> dict[str, Path]:
+    """``{name: binary}`` of ``targets`` (``{name: module/cmd@version}``) under ``home``."""
+    want = {name: home / name for name in targets}
     missing = [name for name, path in want.items() if not path.exists()]
     if missing:
         go = find_go()
         if go is None:
             raise StackError(
-                f"building the Temporal server {version} needs Go (the version its go.mod "
-                "names, 1.26 for 1.31.x) on PATH; install it, or use the dev server "
+                f"building {what} needs Go (the version its go.mod names, 1.26 for "
+                "server 1.31.x) on PATH; install it, or use the dev server "
                 "(INGEST_STACK_TEMPORAL=dev)"
             )
         home.mkdir(parents=True, exist_ok=True)
         for name in missing:
-            _go_install(go, home, version, name, log)
-    return ServerBinaries(server=want["server"], sql=want["sql"], version=version)
+            _go_install(go, home, targets[name], log)
+    return want
 
 
-def _go_install(go: str, home: Path, version: str, name: str, log: Path | None) -> None:
-    target = f"{MODULE}/{COMMANDS[name]}@v{version}"
+def _go_install(go: str, home: Path, target: str, log: Path | None) -> None:
     env = {**os.environ, "GOBIN": str(home), "GOTOOLCHAIN": "local", "CGO_ENABLED": "0"}
     started = time.monotonic()
-    print(f"temporal  building {target} with {go} (once; several minutes)", flush=True)
+    print(f"temporal  building {target} with {go} (once; can take minutes)", flush=True)
     res = subprocess.run(
         [go, "install", target], capture_output=True, text=True, env=env, check=False
     )
@@ -104,4 +120,4 @@ def _go_install(go: str, home: Path, version: str, name: str, log: Path | None) 
             f"go install {target} failed with Go {have}: {_one_line(res.stderr or res.stdout)}"
         )
     took = time.monotonic() - started
-    print(f"temporal  built {name} {version} in {took:.0f} s into {home}", flush=True)
+    print(f"temporal  built {target} in {took:.0f} s into {home}", flush=True)

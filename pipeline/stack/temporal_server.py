@@ -40,7 +40,7 @@ from pipeline.stack.service import Service
 from pipeline.stack.settings import HOST, StackSettings
 from pipeline.stack.templates import template
 from pipeline.stack.temporal import _temporal_handshake
-from pipeline.stack.temporal_build import ServerBinaries, ensure_binaries
+from pipeline.stack.temporal_build import ServerBinaries, ensure_binaries, ensure_ui
 
 SCHEMAS = ("postgresql/v12/temporal", "postgresql/v12/visibility")  # embedded in the sql tool
 
@@ -55,6 +55,7 @@ NAMESPACE = "default"
 # The dev server's retention for `default`, which docs/router.md's ledger reasoning assumes.
 RETENTION = timedelta(hours=24)
 PROC_PREFIX = "temporal-"  # pid files run/temporal-*.pid (the dev server's is run/temporal.pid)
+UI_PROC = "temporal-ui"  # the web UI's process, beside the server's (any shape)
 
 
 @dataclass(frozen=True)
@@ -193,8 +194,25 @@ def dynamic_config(cfg: StackSettings) -> dict[str, list[dict[str, object]]]:
     return values
 
 
+def ui_config(cfg: StackSettings) -> dict[str, object]:
+    """The UI server's config: the frontend's address, its own port, no auth (loopback)."""
+    return {
+        "temporalGrpcAddress": f"{HOST}:{cfg.temporal_port}",
+        "host": HOST,
+        "port": cfg.temporal_ui_port,
+        "enableUi": True,
+        "defaultNamespace": NAMESPACE,
+        "refreshInterval": "1m",
+        "cors": {"allowOrigins": [f"http://{HOST}:{cfg.temporal_ui_port}"]},
+        "auth": {"enabled": False},
+    }
+
+
 @dataclass
 class TemporalServer(Service):
+    """The real server's processes of the configured shape (see the module docstring),
+    with ``ensure``, ``stop`` and ``answering`` as every service of the stack has."""
+
     name = "temporal-server"
     port_setting = "temporal_port"
 
@@ -237,7 +255,7 @@ class TemporalServer(Service):
         dynamic.write_text(yaml.safe_dump(dynamic_config(self.cfg), sort_keys=False))
         procs = self.procs()
         running = [proc for _, proc in procs if proc.pid() is not None]
-        others = {p.name for p in self.started_procs()} - {sp.name for sp, _ in procs}
+        others = {p.name for p in self.started_procs()} - {sp.name for sp, _ in procs} - {UI_PROC}
         if others:
             raise StackError(
                 f"the real server runs in another shape ({', '.join(sorted(others))}); "
@@ -273,7 +291,26 @@ class TemporalServer(Service):
                 f"frontend this stack started (pid {frontend.pid()}); see {frontend.logfile}"
             )
         asyncio.run(_prepare(self.address, NAMESPACE))
+        if self.cfg.temporal_ui:
+            self._ensure_ui()
         return "already running" if len(running) == len(procs) else "started"
+
+    def _ensure_ui(self) -> None:
+        """The web UI on ``temporal_ui_port``, pointed at the frontend (as the dev server's)."""
+        proc = Proc(self.cfg.dir.resolve(), UI_PROC)
+        if proc.pid() is not None:
+            return
+        binary = ensure_ui(
+            self.cfg.temporal_server_cache,
+            self.cfg.temporal_ui_version,
+            log=self.cfg.dir.resolve() / "logs" / "temporal-build.log",
+        )
+        root = self.home / "ui"
+        (root / "config").mkdir(parents=True, exist_ok=True)
+        (root / "config" / "development.yaml").write_text(yaml.safe_dump(ui_config(self.cfg)))
+        proc.start([str(binary), "--root", str(root), "--env", "development", "start"])
+        port = self.cfg.temporal_ui_port
+        wait_for(lambda: port_open(HOST, port), "the Temporal UI", proc, 30)
 
     def _check_shards(self) -> None:
         """The shard count is fixed when the database is first set up; say so, not fail later."""
@@ -296,10 +333,12 @@ class TemporalServer(Service):
         return any(stopped)
 
     def summary(self) -> str:
+        n = len(plan(self.cfg))
+        ui = f", UI http://{HOST}:{self.cfg.temporal_ui_port}" if self.cfg.temporal_ui else ""
         return (
             f"{self.address} (server {self.cfg.temporal_server_version}, "
             f"{self.cfg.temporal_shards} shards, {self.cfg.temporal_shape}: "
-            f"{len(plan(self.cfg))} process{'es' if len(plan(self.cfg)) > 1 else ''})"
+            f"{n} process{'es' if n > 1 else ''}{ui})"
         )
 
 

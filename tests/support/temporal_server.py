@@ -16,11 +16,16 @@ import asyncpg
 
 from pipeline.stack.settings import StackSettings
 from pipeline.stack.temporal_server import TemporalServer, databases, port_offsets
-from tests.support.net import free_port_base
+from tests.support.net import free_port, free_port_base
 
 
 def private_server(
-    home: Path, *, shape: str = "split", pg_port: int | None = None, shards: int = 4
+    home: Path,
+    *,
+    shape: str = "split",
+    pg_port: int | None = None,
+    shards: int = 4,
+    ui: bool = False,
 ) -> TemporalServer:
     """Not started yet: call ``ensure()`` (in a thread) and register :func:`discard`."""
     kw: dict[str, object] = {
@@ -29,8 +34,10 @@ def private_server(
         "temporal_shape": shape,
         "temporal_shards": shards,
         "temporal_database": f"t_{uuid.uuid4().hex[:10]}",
-        "temporal_ui": False,
+        "temporal_ui": ui,
     }
+    if ui:
+        kw["temporal_ui_port"] = free_port()
     if pg_port is not None:
         kw["pg_port"] = pg_port
     probe = StackSettings(**kw)  # type: ignore[arg-type]
