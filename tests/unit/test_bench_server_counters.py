@@ -76,3 +76,24 @@ def test_an_unknown_server_kind_is_one_line_naming_the_variable(
     with pytest.raises(SystemExit, match="BENCH_E2E_TEMPORAL='prod': use one of dev, server"):
         choice(None, "BENCH_E2E_TEMPORAL", "dev", ("dev", "server"))
     assert choice("server", "BENCH_E2E_TEMPORAL", "dev", ("dev", "server")) == "server"
+
+
+def test_make_bench_rows_name_the_server_and_leave_missing_figures_out() -> None:
+    from bench.run_all import e2e_rows
+
+    phase = {"runs_per_second": 10.0, "server_per_run": {"state_transitions": 13.0, "pg": None}}
+    shape = {
+        "tasks": 1, "a": phase, "b": phase, "c": phase, "b_a": 1.0, "c_b": 1.0, "c_a": 1.0,
+        "transitions_b_a": 0.76, "worker_cpu_b_a": None, "b_a_local": 0.8,
+    }  # fmt: skip
+    rows = e2e_rows({"temporal": "server", "shards": 4, "shapes": [shape]})
+    names = [name for name, _, _ in rows]
+    assert all(name.endswith("(1 task, server, 4 shards)") for name in names), names
+    counters = dict((name, value) for name, value, _ in rows)[
+        "e2e (a) server/run (1 task, server, 4 shards)"
+    ]
+    assert counters == "state_transitions 13.0"  # pg missing: left out, not 0
+    assert (
+        dict((n, v) for n, v, _ in rows)["e2e worker CPU b/a (1 task, server, 4 shards)"]
+        == "missing"
+    )
