@@ -49,7 +49,9 @@ def _with_db(url: str, name: str) -> str:
     return f"{url.rpartition('/')[0]}/{name}"
 
 
-async def make_env(name: str) -> Env:
+async def make_env(name: str, temporal_address: str | None = None) -> Env:
+    """``temporal_address``: another Temporal server than the settings' (bench.e2e's
+    ``--temporal server``)."""
     base = settings.load_settings()
     tag = f"{name}-{uuid.uuid4().hex[:8]}"
     admin_url = base.database.url.get_secret_value()
@@ -75,6 +77,7 @@ async def make_env(name: str) -> Env:
         database__url=url,
         process__metrics_port=0,
         process__log_level="WARNING",
+        temporal__address=temporal_address or base.temporal.address,
     )
     await ensure_topics(cfg.kafka, list(topics.values()), PARTITIONS)
     pool = await db.create_pool(url, 1, 10)

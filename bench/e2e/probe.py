@@ -5,7 +5,8 @@ PostgreSQL postmaster), sampled before and after a phase; on a shared machine th
 server groups include other users' load, so read them as upper bounds. History
 shape comes from the runs' own event histories (``fetch_history``): events, workflow
 tasks, activity tasks and local-activity markers, summed over the parent and its
-children.
+children, and their state transitions (each execution's ``state_transition_count``
+from DescribeWorkflowExecution: one per persisted mutable-state write).
 """
 
 from __future__ import annotations
@@ -90,11 +91,17 @@ _ACT = EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
 
 
 async def history_shape(client: Client, workflow_ids: Iterable[str]) -> dict[str, int]:
-    """Events, workflow tasks, activity tasks and markers summed over ``workflow_ids``."""
+    """Events, workflow tasks, activity tasks, markers and state transitions summed
+    over ``workflow_ids``."""
     total: Counter[str] = Counter()
     for wid in workflow_ids:
-        history = await client.get_workflow_handle(wid).fetch_history()
+        handle = client.get_workflow_handle(wid)
+        history = await handle.fetch_history()
+        described = await handle.describe()
         total["workflows"] += 1
+        total["state_transitions"] += (
+            described.raw_description.workflow_execution_info.state_transition_count
+        )
         for ev in history.events:
             total["events"] += 1
             total["workflow_tasks"] += ev.event_type == _WFT

@@ -2,7 +2,9 @@
 
 ``python -m bench.e2e.profile`` runs ``BENCH_E2E_RUNS`` (default 60) runs of
 ``BENCH_E2E_TASKS`` (default 1) noop tasks on the production worker, as phase (b)
-does (closed loop, ``BENCH_E2E_IN_FLIGHT`` in flight), with two profilers: one on
+does (closed loop, ``BENCH_E2E_IN_FLIGHT`` in flight), or with
+``BENCH_E2E_PROFILE_PHASE=a`` the bare shape of phase (a) on the same worker
+settings, so the two profiles can be compared; with two profilers: one on
 the event-loop thread (polling, instance creation, payload conversion, local
 activities and handlers) and one per workflow-activation thread (the SDK runs
 activations in a thread pool). Prints the top functions of each by cumulative
@@ -24,7 +26,7 @@ from typing import Any
 from app.parts import worker_parts
 from bench.cli import parse_args
 from bench.common import drop_env, make_env, seed_activity, start_worker
-from bench.e2e.run import E2E_ENV, direct_runs
+from bench.e2e.run import E2E_ENV, _bare_worker, bare_runs, direct_runs
 
 # (label, substring of pstats' "file:line(function)" key) whose cumulative time is reported
 BUCKETS = (
@@ -62,6 +64,9 @@ def _context_lookups(stats: pstats.Stats, n: int) -> float:
 async def run() -> dict[str, Any]:
     n = int(os.environ.get("BENCH_E2E_RUNS", "60"))
     tasks = int(os.environ.get("BENCH_E2E_TASKS", "1"))
+    phase = os.environ.get("BENCH_E2E_PROFILE_PHASE", "b")
+    if phase not in ("a", "b"):
+        raise SystemExit(f"BENCH_E2E_PROFILE_PHASE={phase!r}: use a or b")
     threads: list[cProfile.Profile] = []
 
     def profile_thread() -> None:
@@ -78,17 +83,34 @@ async def run() -> dict[str, Any]:
     concurrent.futures.ThreadPoolExecutor = Profiled  # type: ignore[misc]
     env = await make_env("e2e-profile")
     try:
-        worker, shutdown = start_worker(env, worker_parts())
-        aid = await seed_activity(env.pool, "bench.e2e.profile", [{"type": "noop", "count": tasks}])
-        await direct_runs(env, aid, 4)  # warm-up
+        if phase == "a":
+            queue, bare = _bare_worker(env)
+            running = asyncio.create_task(bare.run())
+
+            def go(k: int) -> Any:
+                return bare_runs(env.client, queue, tasks, k)
+        else:
+            worker, shutdown = start_worker(env, worker_parts())
+            aid = await seed_activity(
+                env.pool, "bench.e2e.profile", [{"type": "noop", "count": tasks}]
+            )
+
+            def go(k: int) -> Any:
+                return direct_runs(env, aid, k)
+
+        await go(4)  # warm-up
         main = cProfile.Profile()
         t0 = time.process_time()
         main.enable()
-        await direct_runs(env, aid, n)
+        await go(n)
         main.disable()
         cpu = time.process_time() - t0
-        shutdown.trigger()
-        await worker
+        if phase == "a":
+            await bare.shutdown()
+            await running
+        else:
+            shutdown.trigger()
+            await worker
     finally:
         concurrent.futures.ThreadPoolExecutor = plain  # type: ignore[misc]
         await drop_env(env)
@@ -99,7 +121,8 @@ async def run() -> dict[str, Any]:
         assert wf is not None
         wf.add(prof)
     wf_text, wf_buckets = _ms_per_run(wf, n, 20) if wf is not None else ("", {})
-    print(f"== event-loop thread, ms per run ({n} runs x {tasks} task(s))\n{loop_text}")
+    print(f"== phase ({phase}): event-loop thread, ms per run ({n} runs x {tasks} task(s))")
+    print(loop_text)
     print(f"== workflow-activation threads, ms per run\n{wf_text}")
     print(f"process CPU (all threads, profiled): {cpu * 1000 / n:.1f} ms/run")
     for label, ms in {**loop_buckets, **wf_buckets}.items():
@@ -116,6 +139,7 @@ if __name__ == "__main__":
             "BENCH_E2E_RUNS": "runs profiled (default 60)",
             "BENCH_E2E_TASKS": E2E_ENV["BENCH_E2E_TASKS"],
             "BENCH_E2E_IN_FLIGHT": E2E_ENV["BENCH_E2E_IN_FLIGHT"],
+            "BENCH_E2E_PROFILE_PHASE": "b (RunActivityWorkflow, default) or a (the bare shape)",
         },
     )
     asyncio.run(run())

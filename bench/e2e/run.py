@@ -23,9 +23,18 @@ of such rows is checked). Rates are finished runs/s between the first and last
 10 % of finishes (ramp-up and drain left out; the whole-phase rate is in the
 JSON too). Every worker runs in this process with the same Temporal ``Worker``
 settings (``workers.worker.build_worker``). Ratios: b/a (the project's workflow
-on top of Temporal, goal >= 0.85) and c/b (Kafka and routing, goal >= 0.9).
-Alongside: CPU ms per run of each process group and the history shape of one
-run of each kind (events, workflow tasks, activity tasks, markers).
+on top of Temporal, goal >= 0.85), c/b (Kafka and routing, goal >= 0.9) and c/a
+(the pipeline on top of bare Temporal, goal >= 0.9). Alongside: CPU ms per run of
+each process group and the history shape of one run of each kind (events,
+workflow tasks, activity tasks, markers, state transitions).
+
+Against either server (``--temporal dev|server``, ``BENCH_E2E_TEMPORAL``;
+``bench.e2e.servers``): the stack's dev server, or a private real server started
+for the run with ``--shards`` history shards (default 4) and discarded at the end.
+Per phase, the server's own counters per run (``bench.e2e.server_counters``):
+state transitions, persistence requests, visibility requests and, on the real
+server, PostgreSQL transactions; goals (b)/(a) <= 1.2 for state transitions and
+<= 1.25 for the worker's CPU (this process: both workers and the driver).
 """
 
 from __future__ import annotations
@@ -64,7 +73,9 @@ from bench.common import (
 )
 from bench.e2e.bare import BARE_MODULES, BareChild, BareInput, BareParent, bare_noop
 from bench.e2e.probe import CpuMeter, find_pids, history_shape
-from pipeline.settings import Settings
+from bench.e2e.server_counters import ServerCounters, per_run
+from bench.e2e.servers import KINDS, Target, target
+from pipeline.settings import Settings, load_settings
 from router.settings import RouterSettings
 from schemas.ids import event_workflow_id, run_id_for, task_workflow_id
 from schemas.workflow_io import RunActivityInput
@@ -91,7 +102,8 @@ def _order() -> tuple[str, ...]:
     return given
 
 
-GOAL_B_A, GOAL_C_B = 0.85, 0.9
+GOAL_B_A, GOAL_C_B, GOAL_C_A = 0.85, 0.9, 0.9
+GOAL_TRANSITIONS_B_A, GOAL_CPU_B_A = 1.2, 1.25  # at most
 
 E2E_ENV = {  # what the --help of bench.e2e and its diagnostics lists
     "BENCH_E2E_RUNS": "runs per round (default 256)",
@@ -100,7 +112,27 @@ E2E_ENV = {  # what the --help of bench.e2e and its diagnostics lists
     "BENCH_E2E_SHAPES": "tasks per run of each shape measured, e.g. 1,4 (default 1,4)",
     "BENCH_E2E_ORDER": "phase order, each of a, l, b, c at least once (default albccbla)",
     "BENCH_E2E_PERF": "a directory: perf record the Temporal server per phase",
+    "BENCH_E2E_TEMPORAL": "dev (the stack's dev server, default) or server (a private real one)",
+    "BENCH_E2E_SHARDS": "history shards of the private real server (default 4)",
+    "BENCH_E2E_SERVER_SHAPE": "single (one process, default) or split (one per service)",
 }
+
+
+def flags(parser: Any) -> None:
+    """bench.e2e's flags (each overrides its variable)."""
+    parser.add_argument("--temporal", choices=KINDS, help="which server (BENCH_E2E_TEMPORAL)")
+    parser.add_argument("--shards", type=int, help="real server's shards (BENCH_E2E_SHARDS)")
+    parser.add_argument(
+        "--server-shape", choices=("single", "split"), help="(BENCH_E2E_SERVER_SHAPE)"
+    )
+
+
+def choice(given: str | None, var: str, default: str, allowed: tuple[str, ...]) -> str:
+    """A flag's value, else its variable's, else ``default``; one line if not allowed."""
+    value = given or os.environ.get(var) or default
+    if value not in allowed:
+        raise SystemExit(f"{var}={value!r}: use one of {', '.join(allowed)}")
+    return value
 
 
 def in_flight() -> int:
@@ -260,12 +292,16 @@ def _children(kind: str, wid: str, tasks: int) -> list[str]:
 class Bench:
     """The three measurements of one task shape, with CPU and history per run."""
 
-    def __init__(self, env: Env, meter: CpuMeter, bare_queue: str) -> None:
+    def __init__(
+        self, env: Env, meter: CpuMeter, bare_queue: str, counters: ServerCounters
+    ) -> None:
         self.env, self.meter, self.bare_queue = env, meter, bare_queue
+        self.counters = counters
 
     async def phase(
         self, kind: str, tasks: int, n: int, go: Callable[[], Awaitable[Phase]]
     ) -> dict[str, Any]:
+        counted = await self.counters.read()
         perf = await _perf_record(self.meter.groups["temporal"], f"{tasks}-{kind}")
         self.meter.start()
         wall0 = time.time()
@@ -275,6 +311,7 @@ class Bench:
         if perf is not None:
             perf.send_signal(signal.SIGINT)
             await perf.wait()
+        server = per_run(counted, await self.counters.read(), n)
         shape = await history_shape(self.env.client, [wids[0], *_children(kind, wids[0], tasks)])
         seconds = finishes[-1] - t0
         return {
@@ -287,7 +324,15 @@ class Bench:
             "whole_phase_runs_per_second": round(n / seconds, 2),
             "cpu_ms_per_run": {k: round(v * 1000 / n, 1) for k, v in cpu.items()},
             "history_per_run": shape,
+            "server_per_run": server,
         }
+
+    async def idle(self, seconds: float = 5.0) -> dict[str, float | None]:
+        """The server's counters per second while no run is in flight: its background
+        (shard leases, queue reads), which each phase's figures include."""
+        before = await self.counters.read()
+        await asyncio.sleep(seconds)
+        return per_run(before, await self.counters.read(), seconds + self.counters.settle)
 
     async def finished(self, activity_id: str) -> int:
         return int(
@@ -323,10 +368,28 @@ class Bench:
         b_a = b["runs_per_second"] / a["runs_per_second"]
         c_b = c["runs_per_second"] / b["runs_per_second"]
         b_l = b["runs_per_second"] / lo["runs_per_second"]
+        c_a = c["runs_per_second"] / a["runs_per_second"]
         return {
             "tasks": tasks, "a": a, "a_local": lo, "b": b, "c": c,
             "b_a": round(b_a, 3), "c_b": round(c_b, 3), "b_a_local": round(b_l, 3),
+            "c_a": round(c_a, 3),
+            "transitions_b_a": _ratio(_transitions(b), _transitions(a)),
+            "worker_cpu_b_a": _ratio(_worker_cpu(b), _worker_cpu(a)),
         }  # fmt: skip
+
+
+def _transitions(phase: dict[str, Any]) -> float | None:
+    """State transitions per run: the server's metric, else the runs' own histories."""
+    counted = phase["server_per_run"].get("state_transitions")
+    return counted if counted is not None else phase["history_per_run"].get("state_transitions")
+
+
+def _worker_cpu(phase: dict[str, Any]) -> float:
+    return float(phase["cpu_ms_per_run"]["bench process"])
+
+
+def _ratio(x: float | None, y: float | None) -> float | None:
+    return round(x / y, 3) if x is not None and y else None
 
 
 def _perf_file(label: str) -> str | None:
@@ -372,7 +435,18 @@ def _merged(rounds: list[dict[str, Any]]) -> dict[str, Any]:
         "cpu_ms_per_run": {
             k: mean([r["cpu_ms_per_run"][k] for r in rounds]) for k in first["cpu_ms_per_run"]
         },
+        "server_per_run": merged_counts([r["server_per_run"] for r in rounds]),
     }
+
+
+def merged_counts(rounds: list[dict[str, float | None]]) -> dict[str, float | None]:
+    """Server figures per run over the rounds: the mean, or None if a round lacks one."""
+    out: dict[str, float | None] = {}
+    for k in rounds[0]:
+        values = [r.get(k) for r in rounds]
+        known = [v for v in values if v is not None]
+        out[k] = round(sum(known) / len(known), 1) if len(known) == len(values) else None
+    return out
 
 
 def _shapes() -> tuple[int, ...]:
@@ -407,7 +481,7 @@ async def _pipeline_procs(env: Env) -> list[asyncio.subprocess.Process]:
     ]
 
 
-async def measure(env: Env, n: int) -> list[dict[str, Any]]:
+async def measure(env: Env, n: int, server: Target) -> list[dict[str, Any]]:
     worker, shutdown = start_worker(env, worker_parts())
     bare_queue, bare = _bare_worker(env)
     bare_task = asyncio.create_task(bare.run())
@@ -417,15 +491,17 @@ async def measure(env: Env, n: int) -> list[dict[str, Any]]:
     aids = {t: await seed_activity(env.pool, etypes[t], _tasks(t)) for t in shapes}
     procs = await _pipeline_procs(env)
     meter = CpuMeter(find_pids(int(env.cfg.temporal.address.rpartition(":")[2])))
+    meter.add("temporal", server.pids)
     meter.add("ingress+router", [p.pid for p in procs])
-    bench = Bench(env, meter, bare_queue)
+    bench = Bench(env, meter, bare_queue, server.counters)
     results = []
     try:
         for tasks in shapes:
             aid, etype = aids[tasks], etypes[tasks]
             # warm-up: the processes import, join their groups and route one event
             await pipeline_runs(env, aid, etype, 1)
-            results.append(await bench.shape(tasks, n, aid, etype))
+            idle = await bench.idle()
+            results.append({**await bench.shape(tasks, n, aid, etype), "server_idle": idle})
     finally:
         for p in procs:
             if p.returncode is None:
@@ -438,8 +514,12 @@ async def measure(env: Env, n: int) -> list[dict[str, Any]]:
     return results
 
 
-def _print(r: dict[str, Any]) -> None:
-    print(f"-- {r['tasks']} task(s) per run")
+def _figure(v: float | None) -> str:
+    return "missing" if v is None else f"{v:g}"
+
+
+def _print(r: dict[str, Any], server: str) -> None:
+    print(f"-- {r['tasks']} task(s) per run, on {server}")
     phases = (
         ("a", "bare Temporal"), ("a_local", "bare, local activity"),
         ("b", "RunActivityWorkflow"), ("c", "pipeline"),
@@ -454,25 +534,65 @@ def _print(r: dict[str, Any]) -> None:
             f"{f['whole_phase_runs_per_second']}; {f['runs']} runs, {f['in_flight']} in flight, "
             f"{f['seconds']} s{clock}); CPU ms/run: {cpu}; history/run: {h.get('events')} events, "
             f"{h.get('workflow_tasks')} workflow tasks, {h.get('activity_tasks')} activity "
-            f"tasks, {h.get('local_activity_markers', 0)} markers"
+            f"tasks, {h.get('local_activity_markers', 0)} markers, "
+            f"{h.get('state_transitions')} state transitions"
         )
+        counts = ", ".join(
+            f"{k.replace('_', ' ')} {_figure(v)}" for k, v in f["server_per_run"].items()
+        )
+        print(f"    server counters per run: {counts}")
+    idle = ", ".join(f"{k.replace('_', ' ')} {_figure(v)}" for k, v in r["server_idle"].items())
+    print(f"    server counters per second, idle (included above): {idle}")
     print(verdict(f"e2e b/a ({r['tasks']} task)", r["b_a"], GOAL_B_A))
     print(verdict(f"e2e c/b ({r['tasks']} task)", r["c_b"], GOAL_C_B))
+    print(verdict(f"e2e c/a ({r['tasks']} task)", r["c_a"], GOAL_C_A))
+    for key, goal, what in (
+        ("transitions_b_a", GOAL_TRANSITIONS_B_A, "state transitions/run"),
+        ("worker_cpu_b_a", GOAL_CPU_B_A, "worker CPU/run"),
+    ):
+        name = f"e2e {what} b/a ({r['tasks']} task)"
+        value = r[key]
+        print(verdict(name, value, goal, at_most=True) if value is not None else f"{name}: missing")
     print(
         f"e2e b/a_local ({r['tasks']} task): {r['b_a_local']} (information: the project's "
         "bookkeeping on top of a bare shape that also runs its no-op as a local activity)"
     )
 
 
-async def run(n: int | None = None) -> dict[str, Any]:
+async def run(
+    n: int | None = None,
+    temporal: str | None = None,
+    shards: int | None = None,
+    server_shape: str | None = None,
+) -> dict[str, Any]:
+    """One bench.e2e run against ``temporal`` (dev or server); figures in
+    ``bench/results/e2e.json`` (dev) or ``e2e_server.json`` (real server)."""
     n = n or int(os.environ.get("BENCH_E2E_RUNS", "256"))
-    env = await make_env(NAME)
-    try:
-        results = await measure(env, n)
-    finally:
-        await drop_env(env)
-    figures = {"shapes": results, "cores": os.cpu_count(), "date": time.strftime("%Y-%m-%d")}
-    write_result(NAME, figures)
+    kind = choice(temporal, "BENCH_E2E_TEMPORAL", "dev", KINDS)
+    shape = choice(server_shape, "BENCH_E2E_SERVER_SHAPE", "single", ("single", "split"))
+    shards = shards or int(os.environ.get("BENCH_E2E_SHARDS", "4"))
+    base = load_settings()
+    async with target(
+        kind,
+        address=base.temporal.address,
+        namespace=base.temporal.namespace,
+        pg_url=base.database.url.get_secret_value(),
+        shards=shards,
+        shape=shape,
+    ) as server:
+        if not server.counters.metrics_urls:
+            print(f"{server.label()}: no /metrics port found; server counters are missing")
+        env = await make_env(NAME, temporal_address=server.address)
+        try:
+            results = await measure(env, n, server)
+        finally:
+            await drop_env(env)
+    figures = {
+        "shapes": results, "cores": os.cpu_count(), "temporal": kind, "shards": server.shards,
+        "server_shape": server.shape, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "load_average": [round(x, 2) for x in os.getloadavg()],
+    }  # fmt: skip
+    write_result(NAME if kind == "dev" else f"{NAME}_server", figures)
     for r in results:
-        _print(r)
+        _print(r, server.label())
     return figures
