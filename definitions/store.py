@@ -16,7 +16,7 @@ import orjson
 
 from schemas.definitions import ActivityDef
 
-_COLUMNS = "id, name, enabled, trigger, dedupe_key_strategy, tasks, created_at, updated_at"
+_COLUMNS = "id, name, enabled, trigger, dedupe_key_strategy, tasks, flow, created_at, updated_at"
 
 
 def to_def(row: asyncpg.Record) -> ActivityDef:
@@ -28,8 +28,13 @@ def to_def(row: asyncpg.Record) -> ActivityDef:
             "trigger": orjson.loads(row["trigger"]),
             "dedupe_key_strategy": row["dedupe_key_strategy"],
             "tasks": orjson.loads(row["tasks"]),
+            "flow": _flow(row),
         }
     )
+
+
+def _flow(row: asyncpg.Record) -> Any:
+    return orjson.loads(row["flow"]) if row["flow"] is not None else None
 
 
 def to_json(row: asyncpg.Record) -> dict[str, Any]:
@@ -41,20 +46,21 @@ def to_json(row: asyncpg.Record) -> dict[str, Any]:
         "trigger": orjson.loads(row["trigger"]),
         "dedupe_key_strategy": row["dedupe_key_strategy"],
         "tasks": orjson.loads(row["tasks"]),
+        "flow": _flow(row),
         "created_at": row["created_at"].isoformat(),
         "updated_at": row["updated_at"].isoformat(),
     }
 
 
 _INSERT = (
-    "INSERT INTO activities (id, name, enabled, trigger, dedupe_key_strategy, tasks)"
-    " VALUES ($1, $2, $3, $4::jsonb, $5, $6::jsonb)"
+    "INSERT INTO activities (id, name, enabled, trigger, dedupe_key_strategy, tasks, flow)"
+    " VALUES ($1, $2, $3, $4::jsonb, $5, $6::jsonb, $7::jsonb)"
 )
 _UPSERT = (
     f"{_INSERT} ON CONFLICT (id) DO UPDATE SET name = EXCLUDED.name,"
     " enabled = EXCLUDED.enabled, trigger = EXCLUDED.trigger,"
     " dedupe_key_strategy = EXCLUDED.dedupe_key_strategy, tasks = EXCLUDED.tasks,"
-    " updated_at = now()"
+    " flow = EXCLUDED.flow, updated_at = now()"
     " RETURNING (xmax = 0)"
 )
 _INSERT_NEW = f"{_INSERT} ON CONFLICT (id) DO NOTHING RETURNING true"
@@ -80,9 +86,16 @@ async def upsert(
                 orjson.dumps(d.trigger.model_dump(mode="json")).decode(),
                 d.dedupe_key_strategy,
                 orjson.dumps([t.model_dump(mode="json") for t in d.tasks]).decode(),
+                _flow_json(d),
             )
             out.append("created" if created else "kept" if keep_existing else "updated")
     return out
+
+
+def _flow_json(d: ActivityDef) -> str | None:
+    if d.flow is None:
+        return None
+    return orjson.dumps(d.flow.model_dump(mode="json", exclude_none=True)).decode()
 
 
 async def all_rows(pool: asyncpg.Pool) -> list[asyncpg.Record]:

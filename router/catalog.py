@@ -12,6 +12,10 @@ import logging
 import time
 
 import asyncpg
+import orjson
+from pydantic import ValidationError
+
+from schemas.flow import FlowDef
 
 log = logging.getLogger(__name__)
 
@@ -21,22 +25,33 @@ class ActivityCatalog:
         self.pool = pool
         self.refresh_seconds = refresh_seconds
         self._by_type: dict[str, tuple[str, ...]] = {}
+        self._flows: dict[str, FlowDef] = {}
         self.loaded_at: float | None = None
         self._task: asyncio.Task[None] | None = None
 
     async def refresh(self) -> None:
         rows = await self.pool.fetch(
-            "SELECT id::text AS id, trigger->>'event_type' AS event_type FROM activities"
+            "SELECT id::text AS id, trigger->>'event_type' AS event_type, flow FROM activities"
             " WHERE enabled AND trigger->>'type' = 'event' ORDER BY id"
         )
         by_type: dict[str, list[str]] = {}
+        flows: dict[str, FlowDef] = {}
         for r in rows:
             by_type.setdefault(r["event_type"], []).append(r["id"])
+            if r["flow"] is not None:
+                # Validated by ``activities apply``; a row that no longer parses fails
+                # the refresh (the last good snapshot stays), never runs unpaced.
+                flows[r["id"]] = FlowDef.model_validate(orjson.loads(r["flow"]))
         self._by_type = {k: tuple(v) for k, v in by_type.items()}
+        self._flows = flows
         self.loaded_at = time.monotonic()
 
     def subscribers(self, event_type: str) -> tuple[str, ...]:
         return self._by_type.get(event_type, ())
+
+    def flow(self, activity_id: str) -> FlowDef | None:
+        """The activity's flow block, or None when its runs are not paced."""
+        return self._flows.get(activity_id)
 
     async def start(self) -> None:
         await self.refresh()
@@ -47,7 +62,7 @@ class ActivityCatalog:
             await asyncio.sleep(self.refresh_seconds)
             try:
                 await self.refresh()
-            except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+            except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, ValidationError) as exc:
                 log.warning("activity refresh failed, keeping the last snapshot: %s", exc)
 
     async def stop(self) -> None:

@@ -12,6 +12,8 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from schemas.flow import FlowDef
+
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -103,6 +105,21 @@ class ActivityDef(_Strict):
     # (what plan_tasks reads) always carry their own policy.
     on_failure: OnFailure = "fail"
     tasks: list[TaskDef] = Field(default_factory=list)
+    # How runs are paced (schemas/flow.py, docs/flow-control.md); None: no pacing.
+    flow: FlowDef | None = None
+
+    @model_validator(mode="after")
+    def _flow_fits_trigger(self) -> ActivityDef:
+        if self.flow is None or self.trigger.type == "event":
+            return self
+        # A cron fire has no event: nothing to read a key from, and one fire per
+        # nominal time leaves nothing to debounce, batch or skip by rate.
+        per_event = [c for c in ("debounce", "batch", "rate_limit") if getattr(self.flow, c)]
+        if per_event:
+            raise ValueError(f"flow.{per_event[0]} needs an event trigger")
+        if self.flow.keys():
+            raise ValueError(f"flow.{next(iter(self.flow.keys()))}.key needs an event trigger")
+        return self
 
     @model_validator(mode="before")
     @classmethod

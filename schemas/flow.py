@@ -1,0 +1,194 @@
+"""An activity's ``flow`` block: how its runs are paced (issue 23, docs/flow-control.md).
+
+Every control is optional; a definition with no ``flow`` runs as before. Periods
+are seconds, or a string with a unit: ``"500ms"``, ``"2s"``, ``"5m"``, ``"1h"``,
+``"1d"``. A ``key`` is a dotted path into the event as the router sees it
+(``data.customer_id``, ``subject``, ``extensions.tenant``); the limit then holds
+per distinct value of that key. :func:`key_value` reads it: a missing or
+non-scalar key is an error on the event (:class:`FlowKeyMissing`, DLQ reason
+``flow_key_missing``), never a silent ``null`` key.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
+
+from schemas.envelope import EnvelopeError
+
+R_FLOW_KEY_MISSING = "flow_key_missing"
+
+_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)\s*$")
+MAX_PERIOD_SECONDS = 7 * 86400.0
+
+
+def parse_period(v: Any) -> Any:
+    """``"2s"`` -> 2.0; numbers pass through (seconds); anything else is left to pydantic."""
+    if isinstance(v, str):
+        m = _DURATION.match(v)
+        if m is None:
+            raise ValueError(f"period {v!r}: use seconds or a number with ms, s, m, h or d")
+        return float(m.group(1)) * _UNITS[m.group(2)]
+    return v
+
+
+# Seconds, > 0, at most 7 days (Inngest's longest debounce).
+Period = Annotated[float, BeforeValidator(parse_period), Field(gt=0, le=MAX_PERIOD_SECONDS)]
+KeyPath = Annotated[
+    str,
+    Field(
+        min_length=1,
+        max_length=200,
+        pattern=r"^[A-Za-z_][A-Za-z0-9_-]*(\.[A-Za-z0-9_-]+)*$",
+        description="a dotted path into the event, e.g. 'data.customer_id'",
+    ),
+]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ConcurrencyDef(_Strict):
+    """At most ``limit`` runs (per key value) run their tasks at once; the rest wait in order."""
+
+    limit: int = Field(ge=1, le=1000)
+    key: KeyPath | None = None
+
+
+class ThrottleDef(_Strict):
+    """At most ``limit`` run starts per ``period`` (GCRA); excess runs are delayed, never dropped.
+
+    ``burst``: how many starts may go at once before the pacing applies (GCRA's
+    burst tolerance, in starts); 1 spreads every start evenly.
+    """
+
+    limit: int = Field(ge=1, le=100_000)
+    period: Period
+    burst: int = Field(1, ge=1, le=100_000)
+    key: KeyPath | None = None
+
+
+class RateLimitDef(_Strict):
+    """At most ``limit`` runs per ``period``; excess triggers are skipped and recorded."""
+
+    limit: int = Field(ge=1, le=100_000)
+    period: Period
+    key: KeyPath | None = None
+
+
+class DebounceDef(_Strict):
+    """One run, with the last event, once ``period`` passed with no new event for the key.
+
+    ``max_wait`` caps how long the first event of a window can be pushed back, so a
+    steady stream still runs every ``max_wait``.
+    """
+
+    period: Period
+    key: KeyPath | None = None
+    max_wait: Period | None = None
+
+    @model_validator(mode="after")
+    def _max_wait_covers_period(self) -> DebounceDef:
+        if self.max_wait is not None and self.max_wait < self.period:
+            raise ValueError("max_wait must be at least period")
+        return self
+
+
+class BatchDef(_Strict):
+    """One run per batch of up to ``max_size`` events: full, or ``timeout`` after its first."""
+
+    max_size: int = Field(ge=1, le=1000)
+    timeout: Period
+    key: KeyPath | None = None
+
+
+class PriorityDef(_Strict):
+    """The order waiting runs start in: 1 (first) to 5 (last), fixed or read from the event.
+
+    With ``key``, the event's value must be an integer 1..5; anything else, or a
+    missing key, sends the event to the DLQ, as for every key here.
+    """
+
+    fixed: int | None = Field(None, ge=1, le=5)
+    key: KeyPath | None = None
+
+    @model_validator(mode="after")
+    def _one_source(self) -> PriorityDef:
+        if (self.fixed is None) == (self.key is None):
+            raise ValueError("priority needs exactly one of fixed (1..5) or key")
+        return self
+
+
+class SingletonDef(_Strict):
+    """At most one run per key at a time: a new trigger is skipped, or cancels the running one."""
+
+    mode: Literal["skip", "cancel"]
+    key: KeyPath | None = None
+
+
+class FlowDef(_Strict):
+    concurrency: ConcurrencyDef | None = None
+    throttle: ThrottleDef | None = None
+    rate_limit: RateLimitDef | None = None
+    debounce: DebounceDef | None = None
+    batch: BatchDef | None = None
+    priority: PriorityDef | None = None
+    singleton: SingletonDef | None = None
+
+    @model_validator(mode="after")
+    def _compatible(self) -> FlowDef:
+        if self.debounce is not None and self.batch is not None:
+            raise ValueError("debounce and batch cannot be combined: each decides the run's events")
+        if self.priority is not None and self.concurrency is None and self.throttle is None:
+            raise ValueError(
+                "priority needs concurrency or throttle: it orders runs waiting on a limit"
+            )
+        return self
+
+    def keys(self) -> dict[str, str]:
+        """``{control: key path}`` of every control that has a key."""
+        out: dict[str, str] = {}
+        for name in type(self).model_fields:
+            control = getattr(self, name)
+            if control is not None and getattr(control, "key", None) is not None:
+                out[name] = control.key
+        return out
+
+    def controls(self) -> list[str]:
+        return [n for n in type(self).model_fields if getattr(self, n) is not None]
+
+
+class FlowKeyMissing(EnvelopeError):
+    """The event lacks a key its activity's flow needs (DLQ reason ``flow_key_missing``)."""
+
+    def __init__(self, control: str, path: str, detail: str) -> None:
+        super().__init__(R_FLOW_KEY_MISSING, f"flow.{control}.key {path!r}: {detail}")
+        self.control = control
+        self.path = path
+
+
+def key_value(event: dict[str, Any], path: str, *, control: str) -> str:
+    """The value at dotted ``path`` in ``event``, as a string (the key of a limit).
+
+    Strings, integers and booleans are keys (``True`` -> ``"true"``); a missing
+    field, ``null``, an empty string, a float, a list or an object is
+    :class:`FlowKeyMissing`. Floats are refused because their rendering is not
+    stable across producers (``1`` vs ``1.0``), and a key must name one bucket.
+    """
+    node: Any = event
+    for part in path.split("."):
+        if not isinstance(node, dict) or part not in node:
+            raise FlowKeyMissing(control, path, "missing from the event")
+        node = node[part]
+    if isinstance(node, bool):
+        return "true" if node else "false"
+    if isinstance(node, int):
+        return str(node)
+    if isinstance(node, str) and node:
+        return node
+    kind = "null" if node is None else "empty" if node == "" else type(node).__name__
+    raise FlowKeyMissing(control, path, f"is {kind}, not a non-empty string or integer")
