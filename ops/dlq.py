@@ -2,7 +2,9 @@
 
 The consumer has no group: partitions are assigned by hand and read from
 ``end - limit`` to the end offsets taken at the start, so a peek neither moves
-``replay --dlq``'s progress group nor waits for new messages.
+``replay --dlq``'s progress group nor waits for new messages. A partition whose
+record batch this process cannot decode (a codec library missing) is reported in
+``undecodable`` with its offset and cause, and the other partitions are still shown.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ import base64
 from collections import Counter
 from typing import Any
 
-from aiokafka import TopicPartition
+from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.structs import ConsumerRecord
 
 from pipeline import kafka
@@ -63,16 +65,8 @@ async def peek(cfg: KafkaSettings, reason: str | None, limit: int) -> dict[str, 
         end = await consumer.end_offsets(parts)
         for tp in parts:
             consumer.seek(tp, max(begin[tp], end[tp] - limit))
-        got: list[ConsumerRecord] = []
         pending = {tp for tp in parts if end[tp] > max(begin[tp], end[tp] - limit)}
-        while pending:
-            batch = await consumer.getmany(*pending, timeout_ms=1000)
-            if not batch:
-                break  # nothing more arrives below the end offsets (e.g. aborted records)
-            for tp, msgs in batch.items():
-                got += [m for m in msgs if m.offset < end[tp]]
-                if msgs and msgs[-1].offset + 1 >= end[tp]:
-                    pending.discard(tp)
+        got, undecodable = await read_until(consumer, pending, end)
     finally:
         await consumer.stop()
     shown = [describe(m) for m in got]
@@ -80,4 +74,41 @@ async def peek(cfg: KafkaSettings, reason: str | None, limit: int) -> dict[str, 
     if reason is not None:
         shown = [m for m in shown if m["reason"] == reason]
     shown.sort(key=lambda m: (m["timestamp_ms"] or 0, m["partition"], m["offset"]), reverse=True)
-    return {"topic": topic, "scanned": len(got), "by_reason": dict(counts), "messages": shown}
+    out = {"topic": topic, "scanned": len(got), "by_reason": dict(counts), "messages": shown}
+    if undecodable:
+        out["undecodable"] = undecodable
+    return out
+
+
+async def read_until(
+    consumer: AIOKafkaConsumer, pending: set[TopicPartition], end: dict[TopicPartition, int]
+) -> tuple[list[ConsumerRecord], list[dict[str, Any]]]:
+    """Read ``pending`` up to ``end``; a partition whose batch cannot be decoded stops there.
+
+    Returns the records read and, per undecodable partition, ``{partition, offset,
+    cause}``. When aiokafka does not say which partition failed, reading stops.
+    """
+    got: list[ConsumerRecord] = []
+    undecodable: list[dict[str, Any]] = []
+    while pending:
+        try:
+            batch = await kafka.getmany(consumer, *pending, timeout_ms=1000)
+        except kafka.UndecodableBatch as exc:
+            undecodable.append(
+                {
+                    "partition": exc.tp.partition if exc.tp is not None else None,
+                    "offset": exc.offset,
+                    "cause": str(exc),
+                }
+            )
+            if exc.tp is None:
+                break
+            pending.discard(exc.tp)
+            continue
+        if not batch:
+            break  # nothing more arrives below the end offsets (e.g. aborted records)
+        for tp, msgs in batch.items():
+            got += [m for m in msgs if m.offset < end[tp]]
+            if msgs and msgs[-1].offset + 1 >= end[tp]:
+                pending.discard(tp)
+    return got, undecodable

@@ -119,11 +119,19 @@ class DlqMessage(BaseModel):
     value_base64: str | None = Field(None, description="a value that is not UTF-8")
 
 
+class UndecodablePartition(BaseModel):
+    partition: int | None = Field(description="null when the client did not say which")
+    offset: int | None
+    cause: str
+
+
 class DlqPeek(BaseModel):
     topic: str
     scanned: int
     by_reason: dict[str, int]
     messages: list[DlqMessage]
+    # Partitions whose record batch could not be decoded here (left out when none).
+    undecodable: list[UndecodablePartition] | None = None
 
 
 class ReplayReport(BaseModel):
