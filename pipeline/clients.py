@@ -17,6 +17,7 @@ from temporalio.service import TLSConfig
 
 from pipeline import db
 from pipeline.settings import DatabaseSettings, KafkaSettings, Settings, TemporalSettings
+from schemas.converter import DATA_CONVERTER
 from schemas.errors import IngestError
 
 log = logging.getLogger(__name__)
@@ -55,6 +56,7 @@ async def temporal_client(
                 api_key=cfg.api_key.get_secret_value() if cfg.api_key else None,
                 tls=tls,
                 connect_timeout=timedelta(seconds=timeout),
+                data_converter=DATA_CONVERTER,
                 **kwargs,  # type: ignore[arg-type]
             ),
             timeout + 2,

@@ -18,6 +18,7 @@ import pytest
 from temporalio.client import WorkflowHistory
 from temporalio.worker import Replayer
 
+from schemas.converter import DATA_CONVERTER
 from workers.parts import CORE_WORKFLOW_MODULES
 from workers.run_workflow import RunActivityWorkflow
 from workers.sandbox import workflow_runner
@@ -46,6 +47,7 @@ async def test_history_replays_on_current_code(path: Path) -> None:
     replayer = Replayer(
         workflows=[RunActivityWorkflow, TaskInstanceWorkflow],
         workflow_runner=workflow_runner(*CORE_WORKFLOW_MODULES),
+        data_converter=DATA_CONVERTER,  # what the worker's client decodes with
     )
     result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
     assert result.replay_failure is None, f"{path.name}: {result.replay_failure!r}"

@@ -1,0 +1,99 @@
+"""The data converter every Temporal client here uses: the SDK's, with dataclass decoding cached.
+
+The SDK's JSON converter rebuilds a dataclass from its JSON by calling
+``typing.get_type_hints`` on the class for every value it decodes. This project's
+modules use ``from __future__ import annotations``, so every call compiles and
+evaluates each field's annotation string again: about 120 µs for a one-field
+result and 240 µs for a two-field one on the 2-core machine, most of the cost of
+decoding a step's result in a workflow activation (docs/benchmarks.md, "Where the
+worker's CPU of (b) goes"). :class:`CachedDataclassConverter` resolves a class's
+fields and hints once and then builds instances exactly as the SDK does: unknown
+keys ignored, each present field converted by the SDK's own ``value_to_type``
+(so unions, ``None``, lists, datetimes and nested dataclasses behave as before),
+``init=False`` fields set after construction, a missing required field left to
+the constructor to refuse. Encoding is untouched: the bytes in every history stay
+what the SDK writes, so recorded histories replay unchanged.
+
+It lives in ``schemas`` because the workflow sandbox passes that package through
+(``workers.sandbox.PASSTHROUGH``): the cache is shared by every workflow instance
+of the process, not rebuilt per instance. The cache holds one entry per dataclass
+type decoded, a few dozen, and only reads class-level facts.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, get_type_hints
+
+from temporalio.converter import (
+    CompositePayloadConverter,
+    DataConverter,
+    DefaultPayloadConverter,
+    JSONPlainPayloadConverter,
+    JSONTypeConverter,
+    value_to_type,
+)
+
+# (name, hint, init) per field, in declaration order.
+_Plan = tuple[tuple[str, Any, bool], ...]
+
+
+class CachedDataclassConverter(JSONTypeConverter):
+    """Decodes dataclasses like the SDK's ``value_to_type``, with each class's hints cached."""
+
+    def __init__(self) -> None:
+        self._plans: dict[type, _Plan] = {}
+        self._chain: list[JSONTypeConverter] = [self]
+
+    def _plan(self, hint: type) -> _Plan:
+        hints = get_type_hints(hint)
+        plan = tuple((f.name, hints[f.name], f.init) for f in dataclasses.fields(hint))
+        self._plans[hint] = plan
+        return plan
+
+    def to_typed_value(self, hint: type, value: Any) -> Any:
+        plan = self._plans.get(hint) if isinstance(hint, type) else None
+        if plan is None:
+            if not (isinstance(hint, type) and dataclasses.is_dataclass(hint)):
+                return JSONTypeConverter.Unhandled
+            plan = self._plan(hint)
+        if not isinstance(value, dict):
+            raise TypeError(f"Cannot convert to dataclass {hint}, value is {type(value)} not dict")
+        init: dict[str, Any] = {}
+        late: dict[str, Any] = {}
+        for name, field_hint, in_init in plan:
+            if name not in value:
+                continue  # the constructor refuses a missing required field
+            try:
+                converted = value_to_type(field_hint, value[name], self._chain)
+            except Exception as err:
+                raise TypeError(f"Failed converting field {name} on dataclass {hint}") from err
+            if in_init:
+                init[name] = converted
+            else:
+                late[name] = converted
+        obj = hint(**init)
+        for name, v in late.items():
+            object.__setattr__(obj, name, v)  # as the SDK does, frozen or not
+        return obj
+
+
+class PayloadConverter(CompositePayloadConverter):
+    """The SDK's default payload converters, with the JSON one decoding through the cache."""
+
+    def __init__(self) -> None:
+        json_plain = JSONPlainPayloadConverter(custom_type_converters=[_SHARED])
+        super().__init__(
+            *(
+                json_plain if isinstance(c, JSONPlainPayloadConverter) else c
+                for c in DefaultPayloadConverter.default_encoding_payload_converters
+            )
+        )
+
+
+_SHARED = CachedDataclassConverter()
+
+# Pass this to ``Client.connect(data_converter=...)``; the worker takes its client's.
+DATA_CONVERTER = dataclasses.replace(
+    DataConverter.default, payload_converter_class=PayloadConverter
+)
