@@ -37,6 +37,19 @@ class IngressSettings(BaseSettings):
     retry_backoff_max_seconds: float = Field(10.0, gt=0)
     # How often pipeline_consumer_lag is refreshed.
     lag_interval_seconds: float = Field(5.0, gt=0)
+    # Exactly-once mode (docs/kafka.md, "Transactional ingress"): each raw partition's
+    # records, their stamped events and DLQ records, and the raw offsets are committed in
+    # one Kafka transaction, by one transactional producer per raw partition.
+    transactional: bool = False
+    # Most raw records one transaction holds (a fetched batch's records of one partition are
+    # split into transactions of at most this many). Each transaction costs four round trips
+    # to the coordinators plus the commit markers: 500 keeps that to a few percent of the
+    # plain rate while a transaction stays well under a second (docs/benchmarks.md).
+    transaction_records: int = Field(500, ge=1, le=100_000)
+    # The broker aborts a transaction left open this long (a producer that hung): longer than
+    # any leader election (~10 s) plus the retries in between, shorter than the time
+    # read_committed readers of that partition may be held back after a hang.
+    transaction_timeout_seconds: float = Field(60.0, ge=1, le=900)
     # Fault injection for tests: wait this long (or until SIGTERM) between the
     # produce acknowledgements and the offset commit. Never set it in production.
     fault_commit_delay_seconds: float = Field(0.0, ge=0)
