@@ -110,7 +110,7 @@ def _flags(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--transaction-records",
         type=int,
-        help="most raw records per transaction (env INGEST_INGRESS_TRANSACTION_RECORDS, 500)",
+        help="most raw records per transaction (env INGEST_INGRESS_TRANSACTION_RECORDS, 1000)",
     )
     p.add_argument(
         "--max-event-bytes",

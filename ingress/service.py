@@ -45,6 +45,8 @@ log = logging.getLogger(__name__)
 
 ConsumerFactory = Callable[[], AIOKafkaConsumer]
 ProducerFactory = Callable[[], AIOKafkaProducer]
+# The transactional producers' retry backoff (see Ingress._transactional_producer).
+TXN_RETRY_BACKOFF_MS = 20  # what aiokafka itself waits after CONCURRENT_TRANSACTIONS on AddPartitions
 # Messages transformed between two yields to the event loop (see Ingress._prepare).
 PREPARE_SLICE = 100
 
@@ -129,6 +131,11 @@ class Ingress:
             max_request_size=size,
             transactional_id=transactional_id,
             transaction_timeout_ms=int(self.config.transaction_timeout_seconds * 1000),
+            # The coordinator answers CONCURRENT_TRANSACTIONS to the next transaction's first
+            # request until the previous one's markers are written (a few ms); aiokafka then
+            # waits retry_backoff_ms before asking again, 100 ms by default: most of a small
+            # transaction's time (docs/benchmarks.md).
+            retry_backoff_ms=TXN_RETRY_BACKOFF_MS,
         )
 
     # -- main loop -------------------------------------------------------------

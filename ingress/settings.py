@@ -41,11 +41,14 @@ class IngressSettings(BaseSettings):
     # records, their stamped events and DLQ records, and the raw offsets are committed in
     # one Kafka transaction, by one transactional producer per raw partition.
     transactional: bool = False
-    # Most raw records one transaction holds (a fetched batch's records of one partition are
-    # split into transactions of at most this many). Each transaction costs four round trips
-    # to the coordinators plus the commit markers: 500 keeps that to a few percent of the
-    # plain rate while a transaction stays well under a second (docs/benchmarks.md).
-    transaction_records: int = Field(500, ge=1, le=100_000)
+    # Most raw records one transaction holds: a fetch takes max(batch_size, this) records,
+    # and each partition's share is split into transactions of at most this many. Each
+    # transaction costs four coordinator round trips plus the commit markers, so small ones
+    # are dear: 100 ran at 0.3 and 500 at 0.55-0.65 of plain ingress, 1000 at about 0.9
+    # (docs/benchmarks.md). 2000 was faster still, but by its larger fetch (plain ingress gains
+    # more from the same fetch), and a crash redoes, and a read_committed reader waits on, up
+    # to twice as many records per partition.
+    transaction_records: int = Field(1000, ge=1, le=100_000)
     # The broker aborts a transaction left open this long (a producer that hung): longer than
     # any leader election (~10 s) plus the retries in between, shorter than the time
     # read_committed readers of that partition may be held back after a hang.
