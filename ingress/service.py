@@ -45,8 +45,9 @@ log = logging.getLogger(__name__)
 
 ConsumerFactory = Callable[[], AIOKafkaConsumer]
 ProducerFactory = Callable[[], AIOKafkaProducer]
-# The transactional producers' retry backoff (see Ingress._transactional_producer).
-TXN_RETRY_BACKOFF_MS = 20  # what aiokafka itself waits after CONCURRENT_TRANSACTIONS on AddPartitions
+# The transactional producers' retry backoff (see Ingress._transactional_producer): what
+# aiokafka itself waits after CONCURRENT_TRANSACTIONS on AddPartitionsToTxn.
+TXN_RETRY_BACKOFF_MS = 20
 # Messages transformed between two yields to the event loop (see Ingress._prepare).
 PREPARE_SLICE = 100
 
