@@ -18,12 +18,17 @@ from collections import Counter
 from typing import Any
 
 import orjson
+import pytest
 from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka.errors import ProducerFenced
 
+from ingress.records import Outgoing
 from ingress.service import run_ingress
 from ingress.settings import IngressSettings
+from ingress.transactions import PartitionProducers
+from pipeline import kafka
 from pipeline.runtime import Shutdown
-from schemas.ids import source_event_id
+from schemas.ids import ingress_transactional_id, source_event_id
 from tests.support.kafka import partitions, produce, unfinished
 from tests.support.wait import eventually
 
@@ -81,6 +86,59 @@ async def test_transactional_ingress_writes_each_event_once(cfg, topics, stack) 
     assert len(dlq) == 1 and dict(dlq[0].headers)["dlq_reason"] == b"not_json"
     for m in events + dlq:
         assert m.headers  # plain records, not transaction markers
+
+
+async def test_the_next_owner_fences_a_zombie(cfg, topics, stack) -> None:
+    """A zombie (a previous owner of raw partition 0, still running) has produced events and
+    its offsets in an open transaction. The next owner's assignment fences it: the zombie's
+    commit is refused, none of its records is visible to read_committed, the committed
+    offset is where it was, and the new owner's own transaction commits."""
+    group, k = f"txz-{uuid.uuid4()}", cfg.kafka
+    tp = TopicPartition(topics.raw, 0)
+    msgs = await produce(stack.kafka, topics.raw, [(b"k", b"{}", [], 0)] * 3)
+    zombie = kafka.producer(k, transactional_id=ingress_transactional_id(group, tp.topic, 0))
+    await zombie.start()
+    consumer = kafka.consumer(k, group_id=group)
+    owner = PartitionProducers(
+        group, lambda tid: kafka.producer(k, transactional_id=tid), revoke_wait=5
+    )
+    try:
+        await zombie.begin_transaction()
+        await zombie.send_offsets_to_transaction({tp: 3}, group)
+        await (await zombie.send(topics.events, b'{"zombie": true}', key=b"z", partition=0))
+        consumer.assign([tp])
+        await consumer.start()
+        await owner.assign(consumer, {tp})
+        with pytest.raises(ProducerFenced):
+            await zombie.commit_transaction()
+        assert await consumer.committed(tp) is None
+        assert await read_committed(stack.kafka, topics.events) == []
+
+        fetched = (await consumer.getmany(tp, timeout_ms=5000))[tp]
+        assert [m.offset for m in fetched] == [o for _, o in msgs]
+
+        async def send(producer: Any, records: list[Outgoing]) -> None:
+            await (await producer.send(topics.events, b'{"owner": true}', key=b"o", partition=0))
+
+        recs = [Outgoing(m, topics.events, b"o", b"{}", []) for m in fetched]
+        assert await owner.transact(consumer, tp, owner.generation(tp) or 0, fetched, recs, send)
+    finally:
+        await owner.close()
+        await consumer.stop()
+        await zombie.stop()
+    assert [m.value for m in await read_committed(stack.kafka, topics.events)] == [
+        b'{"owner": true}'
+    ]
+    assert await _committed(stack.kafka, group, tp) == 3
+
+
+async def _committed(bootstrap: str, group: str, tp: TopicPartition) -> int | None:
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=group)
+    await consumer.start()
+    try:
+        return await consumer.committed(tp)
+    finally:
+        await consumer.stop()
 
 
 async def _done(bootstrap: str, group: str, topic: str) -> bool:
