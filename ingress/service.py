@@ -264,14 +264,21 @@ class Ingress:
         assert self._txn is not None
         size = max(self.config.batch_size, self.config.transaction_records)
         while not self.shutdown.requested:
+            before = {tp: self._txn.generation(tp) for tp in consumer.assignment()}
             batch = await kafka.getmany(consumer, timeout_ms=500, max_records=size)
+            # Only what was fetched within one assignment, with its producer ready, is ours to
+            # commit (a partition is paused until then; see PartitionProducers.assign). Records
+            # fetched across a rebalance are dropped, and a partition assigned again meanwhile
+            # is sought back to where that assignment began: nothing of it is processed yet,
+            # and those records may be from before it or from it.
+            generations = {tp: self._txn.generation(tp) for tp in batch}
+            for tp, gen in generations.items():
+                if gen is None or before.get(tp) != gen:
+                    log.info("%s/%d: records fetched across a rebalance dropped", *tp)
+                    del batch[tp]
+                    if gen is not None:
+                        consumer.seek(tp, self._txn.start_offset(tp))
             if batch:
-                generations = {tp: self._txn.generation(tp) for tp in batch}
-                for tp, gen in generations.items():
-                    if gen is None and tp in consumer.assignment() and batch[tp]:
-                        # Fetched before its producer was ready (the assignment callback
-                        # still running): read it again once it is, never skip it.
-                        consumer.seek(tp, batch[tp][0].offset)
                 records, acks = await self._prepare(batch)
                 by_tp: dict[tuple[str, int], list[Outgoing]] = {}
                 for rec in records:

@@ -95,6 +95,11 @@ class PartitionProducers:
         # assignment is never committed under a later one (the seek there may have moved back).
         self._generation: dict[TopicPartition, int] = {}
         self._closing: set[asyncio.Task[None]] = set()
+        self._start_offset: dict[TopicPartition, int] = {}  # sought to at the assignment
+
+    def start_offset(self, tp: TopicPartition) -> int:
+        """Where the partition's current assignment began (its committed offset then)."""
+        return self._start_offset[tp]
 
     def generation(self, tp: TopicPartition) -> int | None:
         """The partition's current assignment, or None when it is not ours."""
@@ -105,17 +110,25 @@ class PartitionProducers:
         new = sorted(assigned - set(self._producers))
         if not new:
             return
+        # Paused before the first await: the consumer's own committed-offset lookup, made at
+        # the join, before the fence, may be stale, and nothing fetched from it may be returned.
+        consumer.pause(*new)
         started = await asyncio.gather(*(self._start(tp) for tp in new))
+        # Only now, with every previous owner fenced and its transaction ended, is the
+        # committed offset final.
+        committed = {tp: await consumer.committed(tp) for tp in new}
         for tp, producer in zip(new, started, strict=True):
+            offset = committed[tp]
+            if offset is None:
+                await consumer.seek_to_beginning(tp)  # ingress's auto_offset_reset
+                offset = await consumer.position(tp)
+            else:
+                consumer.seek(tp, offset)
+            self._start_offset[tp] = offset
             self._producers[tp] = producer
             self._locks[tp] = asyncio.Lock()
             self._generation[tp] = self._generation.get(tp, 0) + 1
-        # Only now, with every previous owner fenced and its transaction ended, is the
-        # committed offset final.
-        for tp in new:
-            offset = await consumer.committed(tp)
-            if offset is not None:
-                consumer.seek(tp, offset)
+        consumer.resume(*new)
         log.info("transactional producers ready for %d partitions", len(new))
 
     async def _start(self, tp: TopicPartition) -> AIOKafkaProducer:

@@ -53,12 +53,29 @@ class FakeConsumer:
     def __init__(self, calls: list[Any], committed: int | None) -> None:
         self.calls, self._committed = calls, committed
 
+        self.pool: PartitionProducers | None = None
+
     async def committed(self, tp: TopicPartition) -> int | None:
+        # While the committed offset is read, the partition is not ours to commit yet: a
+        # batch fetched meanwhile (from the consumer's own, earlier lookup) must be dropped.
+        assert self.pool is None or self.pool.generation(tp) is None
         self.calls.append(("committed", tp))
         return self._committed
 
     def seek(self, tp: TopicPartition, offset: int) -> None:
         self.calls.append(("seek", tp, offset))
+
+    async def seek_to_beginning(self, tp: TopicPartition) -> None:
+        self.calls.append(("seek_to_beginning", tp))
+
+    async def position(self, tp: TopicPartition) -> int:
+        return 0
+
+    def pause(self, *tps: TopicPartition) -> None:
+        self.calls.append(("pause", *tps))
+
+    def resume(self, *tps: TopicPartition) -> None:
+        self.calls.append(("resume", *tps))
 
 
 def _pool(calls: list[Any], revoke_wait: float = 1.0) -> tuple[PartitionProducers, dict]:
@@ -109,16 +126,28 @@ def test_settings_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
 async def test_assignment_fences_before_it_reads_the_committed_offset() -> None:
     calls: list[Any] = []
     pool, _ = _pool(calls)
-    await pool.assign(FakeConsumer(calls, committed=42), {TP})  # type: ignore[arg-type]
+    consumer = FakeConsumer(calls, committed=42)
+    consumer.pool = pool
+    await pool.assign(consumer, {TP})  # type: ignore[arg-type]
     tid = ingress_transactional_id("grp", TP.topic, TP.partition)
     assert calls == [
+        ("pause", TP),  # nothing fetched from the consumer's own, earlier lookup is returned
         ("start", tid),
         ("begin", tid),  # waits for InitProducerId: the fence
         ("abort", tid),
         ("committed", TP),
         ("seek", TP, 42),
+        ("resume", TP),
     ]
-    assert pool.generation(TP) == 1
+    assert (pool.generation(TP), pool.start_offset(TP)) == (1, 42)
+
+
+async def test_without_a_committed_offset_the_partition_starts_at_its_beginning() -> None:
+    calls: list[Any] = []
+    pool, _ = _pool(calls)
+    await pool.assign(FakeConsumer(calls, committed=None), {TP})  # type: ignore[arg-type]
+    assert ("seek_to_beginning", TP) in calls
+    assert pool.start_offset(TP) == 0
 
 
 async def test_a_transaction_sends_the_offsets_first_then_the_records_then_commits() -> None:
