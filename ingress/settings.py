@@ -44,10 +44,10 @@ class IngressSettings(BaseSettings):
     # Most raw records one transaction holds: a fetch takes max(batch_size, this) records,
     # and each partition's share is split into transactions of at most this many. Each
     # transaction costs four coordinator round trips plus the commit markers, so small ones
-    # are dear: 100 ran at 0.3 and 500 at 0.55-0.65 of plain ingress, 1000 at about 0.9
-    # (docs/benchmarks.md). 2000 was faster still, but by its larger fetch (plain ingress gains
-    # more from the same fetch), and a crash redoes, and a read_committed reader waits on, up
-    # to twice as many records per partition.
+    # are dear: 100 ran at about 0.1 of plain ingress, 500 at 0.4-0.8, 1000 at 0.5-0.9 (means
+    # 0.7-1.0; docs/benchmarks.md). 2000 was faster still, but by its larger fetch (plain
+    # ingress gains as much from the same fetch), and a crash redoes, and a read_committed
+    # reader waits on, up to twice as many records per partition.
     transaction_records: int = Field(1000, ge=1, le=100_000)
     # The broker aborts a transaction left open this long (a producer that hung): longer than
     # any leader election (~10 s) plus the retries in between, shorter than the time
