@@ -13,6 +13,13 @@ producer compressing lz4 and zstd (``--codecs``), each into a fresh events topic
 uncompressed rounds as the baseline, in the order none, lz4, zstd, zstd, lz4, none (so
 drift in the machine's load does not favour one side). It prints each codec's stamped
 rate and the bytes of its events topic on the broker, as ratios to uncompressed.
+
+Transactions (``INGEST_INGRESS_TRANSACTIONAL``): ingress runs again with one Kafka
+transaction per partition chunk of ``--transactions`` records (100, 500, 1000, 2000), against
+plain rounds of the same run, in the order plain, 100, ..., 2000, plain-2000, plain-2000, 2000,
+..., 100, plain. ``plain-2000`` is plain ingress fetching 2,000 records at a time: transactional
+ingress fetches ``max(batch size, transaction size)``, so it tells what the larger fetch alone
+gains.
 """
 
 from __future__ import annotations
@@ -40,6 +47,8 @@ from pipeline.stack.settings import StackSettings
 NAME = "ingress"
 TARGET = 0.8
 CODECS = ("lz4", "zstd")
+TRANSACTION_SIZES = (100, 500, 1000, 2000)
+PLAIN_BATCH = 500  # INGEST_INGRESS_BATCH_SIZE's default
 
 
 def _stamped() -> int:
@@ -145,13 +154,14 @@ async def pipelined_passthrough(cfg: Settings, n: int) -> float:
         await producer.stop()
 
 
-async def ingress_service(cfg: Settings, n: int) -> float:
+async def ingress_service(cfg: Settings, n: int, **config: Any) -> float:
+    """Stamped events/s of ingress (``config``: ingress settings) over the ``n`` raw events."""
     from ingress.service import run_ingress
     from ingress.settings import load_ingress_settings
 
     shutdown = Shutdown()
     base = _stamped()
-    icfg = load_ingress_settings(group=f"bench-ing-{uuid.uuid4().hex[:8]}")
+    icfg = load_ingress_settings(group=f"bench-ing-{uuid.uuid4().hex[:8]}", **config)
     task = asyncio.create_task(run_ingress(cfg, shutdown, config=icfg, serve=False))
     first = 0.0
     try:
@@ -240,7 +250,57 @@ async def codec_rounds(
     return {codec: figures(codec) for codec in ("none", *codecs)}
 
 
-async def run(n: int | None = None, codecs: tuple[str, ...] = CODECS) -> dict[str, object] | None:
+async def transaction_rounds(
+    cfg: Settings, n: int, sizes: tuple[int, ...], pairs: int = 1
+) -> dict[str, dict[str, Any]]:
+    """Ingress plain and transactional (``INGEST_INGRESS_TRANSACTIONAL``) over the same raw
+    events, one round per transaction size and plain, forwards then backwards (plain, 100,
+    500, ..., 500, 100, plain), each into a fresh events topic. Per mode: the best and mean
+    stamped rate, the CPU per event of this process, and both as ratios to plain.
+
+    Transactional ingress fetches ``max(batch_size, size)`` records at a time, so a size
+    above the batch size also means larger fetches; below it, a fetch is split."""
+    keys = [f"txn-{s}" for s in sizes]
+    # Plain ingress fetching as much as the largest transaction: what larger fetches alone gain.
+    big = f"plain-{max(sizes)}" if max(sizes) > PLAIN_BATCH else None
+    if big:
+        keys.append(big)
+    order = ["plain", *keys, *reversed(keys), "plain"] * pairs
+    rates: dict[str, list[float]] = {}
+    cpu: dict[str, list[float]] = {}
+    for i, key in enumerate(order):
+        topic = f"{cfg.kafka.events_topic}-{key}-{i}"
+        await ensure_topics(cfg.kafka, [topic], 3)
+        config: dict[str, Any] = {}
+        if key.startswith("txn-"):
+            config = {"transactional": True, "transaction_records": int(key.split("-")[1])}
+        elif key != "plain":
+            config = {"batch_size": int(key.split("-")[1])}
+        used = time.process_time()
+        rates.setdefault(key, []).append(
+            await ingress_service(_compressing(cfg, topic, "none"), n, **config)
+        )
+        cpu.setdefault(key, []).append((time.process_time() - used) / n * 1e6)
+
+    def figures(key: str) -> dict[str, Any]:
+        return {
+            "best_per_second": round(max(rates[key]), 1),
+            "mean_per_second": round(mean(rates[key]), 1),
+            "rounds_per_second": [round(r, 1) for r in rates[key]],
+            "cpu_us_per_event": round(min(cpu[key]), 2),
+            "rate_ratio": round(max(rates[key]) / max(rates["plain"]), 3),
+            "mean_rate_ratio": round(mean(rates[key]) / mean(rates["plain"]), 3),
+            "cpu_ratio": round(min(cpu[key]) / min(cpu["plain"]), 3),
+        }
+
+    return {key: figures(key) for key in ("plain", *keys)}
+
+
+async def run(
+    n: int | None = None,
+    codecs: tuple[str, ...] = CODECS,
+    transactions: tuple[int, ...] = TRANSACTION_SIZES,
+) -> dict[str, object] | None:
     try:
         importlib.import_module("ingress.service")
     except ImportError as exc:
@@ -258,6 +318,7 @@ async def run(n: int | None = None, codecs: tuple[str, ...] = CODECS) -> dict[st
         piped = await pipelined_passthrough(env.cfg, n)
         stamped = await ingress_service(env.cfg, n)
         by_codec = await codec_rounds(env.cfg, n, codecs) if codecs else {}
+        by_txn = await transaction_rounds(env.cfg, n, transactions) if transactions else {}
     finally:
         await drop_env(env)
     ratio = stamped / raw
@@ -270,6 +331,7 @@ async def run(n: int | None = None, codecs: tuple[str, ...] = CODECS) -> dict[st
         "ratio_to_pipelined": round(stamped / piped, 3),
         "target": TARGET,
         "codecs": by_codec,
+        "transactions": by_txn,
     }
     write_result(NAME, figures)
     print(
@@ -293,6 +355,20 @@ async def run(n: int | None = None, codecs: tuple[str, ...] = CODECS) -> dict[st
                 f"{f['events_topic_bytes']:,} bytes = {f['bytes_ratio']:.2f} x "
                 f"({base['events_topic_bytes']:,})"
             )
+    for key, f in by_txn.items():
+        if key != "plain":
+            base = by_txn["plain"]
+            what = (
+                f"INGEST_INGRESS_TRANSACTIONAL, {key.split('-')[1]} records per transaction"
+                if key.startswith("txn-")
+                else f"plain, INGEST_INGRESS_BATCH_SIZE={key.split('-')[1]}"
+            )
+            print(
+                f"{what}: "
+                f"{f['best_per_second']:,.0f} stamped/s (best round) = {f['rate_ratio']:.2f} x "
+                f"plain ({base['best_per_second']:,.0f}/s; means {f['mean_rate_ratio']:.2f} x); "
+                f"CPU {f['cpu_us_per_event']:.1f} us/event = {f['cpu_ratio']:.2f} x"
+            )
     print(verdict(NAME, ratio, TARGET))
     return figures
 
@@ -303,6 +379,16 @@ def _codecs(value: str) -> tuple[str, ...]:
     if unknown:
         raise argparse.ArgumentTypeError(f"not a codec: {', '.join(unknown)}")
     return names
+
+
+def _sizes(value: str) -> tuple[int, ...]:
+    try:
+        sizes = tuple(int(v) for v in value.split(",") if v.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a list of record counts: {value!r}") from None
+    if any(s < 1 for s in sizes):
+        raise argparse.ArgumentTypeError("a transaction holds at least 1 record")
+    return sizes
 
 
 def _flags(parser: argparse.ArgumentParser) -> None:
@@ -317,6 +403,15 @@ def _flags(parser: argparse.ArgumentParser) -> None:
         default=CODECS,
         help="comma-separated codecs to compare with uncompressed (default lz4,zstd; '' skips)",
     )
+    parser.add_argument(
+        "--transactions",
+        type=_sizes,
+        default=TRANSACTION_SIZES,
+        help=(
+            "comma-separated records per transaction to run transactional ingress with, "
+            "against plain rounds of the same run (default 100,500,1000,2000; '' skips)"
+        ),
+    )
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -326,7 +421,7 @@ def main(argv: list[str] | None = None) -> None:
         flags=_flags,
         argv=argv,
     )
-    asyncio.run(run(args.events, args.codecs))
+    asyncio.run(run(args.events, args.codecs, args.transactions))
 
 
 if __name__ == "__main__":

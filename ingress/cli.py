@@ -19,6 +19,8 @@ JSON to the events topic keyed by that event_id (all redeliveries of one event
 land on one partition). Malformed input goes to the DLQ topic byte-for-byte with
 dlq_reason/dlq_detail/dlq_source_* headers. Raw offsets are committed only after
 Kafka acknowledged every record of the batch; SIGTERM drains, commits, exits 0.
+With --transactional the records and the offsets commit in one Kafka transaction
+per raw partition instead (exactly once for read_committed readers).
 
 Every flag has an environment variable; the flag wins."""
 
@@ -35,6 +37,8 @@ async def _main(args: argparse.Namespace) -> int:
         group=args.group,
         strategy=args.strategy,
         max_event_bytes=args.max_event_bytes,
+        transactional=args.transactional,
+        transaction_records=args.transaction_records,
     )
     logs.setup(cfg.process.log_level, cfg.process.log_format, "ingress")
     # aiokafka logs each failed connection attempt; at start-up one line that
@@ -92,6 +96,21 @@ def _flags(p: argparse.ArgumentParser) -> None:
         metrics_port=(
             "port for /metrics, /healthz, /readyz; 0 disables (env INGEST_METRICS_PORT, 9400)"
         ),
+    )
+    p.add_argument(
+        "--transactional",
+        action="store_true",
+        default=None,
+        help=(
+            "exactly-once into the events topic: each raw partition's stamped events, DLQ "
+            "records and offset commit in one Kafka transaction (env "
+            "INGEST_INGRESS_TRANSACTIONAL, default false; readers must use read_committed)"
+        ),
+    )
+    p.add_argument(
+        "--transaction-records",
+        type=int,
+        help="most raw records per transaction (env INGEST_INGRESS_TRANSACTION_RECORDS, 1000)",
     )
     p.add_argument(
         "--max-event-bytes",

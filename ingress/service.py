@@ -22,10 +22,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
-from aiokafka.errors import CommitFailedError, IllegalStateError, KafkaError
+from aiokafka.errors import CommitFailedError, IllegalStateError, KafkaError, ProducerFenced
 from aiokafka.structs import ConsumerRecord, TopicPartition
 
 from ingress import records, stamping
@@ -34,6 +34,7 @@ from ingress.delivery import DrainTimeout, FatalProduceError, deliver
 from ingress.records import COMPONENT, Outgoing, transform_all
 from ingress.settings import IngressSettings
 from ingress.stamping import Strategy
+from ingress.transactions import Listener, PartitionProducers, chunks
 from pipeline import kafka, metrics
 from pipeline.rebalance import Delegating
 from pipeline.runtime import Shutdown, serve_http
@@ -44,6 +45,9 @@ log = logging.getLogger(__name__)
 
 ConsumerFactory = Callable[[], AIOKafkaConsumer]
 ProducerFactory = Callable[[], AIOKafkaProducer]
+# The transactional producers' retry backoff (see Ingress._transactional_producer): what
+# aiokafka itself waits after CONCURRENT_TRANSACTIONS on AddPartitionsToTxn.
+TXN_RETRY_BACKOFF_MS = 20
 # Messages transformed between two yields to the event loop (see Ingress._prepare).
 PREPARE_SLICE = 100
 
@@ -101,6 +105,12 @@ class Ingress:
         self._shutdown_at: float | None = None
         self._last_lag = 0.0
         self.ready = False
+        # Transactional mode (ingress.transactions): a producer per raw partition.
+        self._txn: PartitionProducers | None = None
+        if config.transactional:
+            self._txn = PartitionProducers(
+                config.group, self._transactional_producer, config.revoke_wait_seconds
+            )
 
     # -- clients ---------------------------------------------------------------
 
@@ -115,43 +125,71 @@ class Ingress:
         size = max(1024 * 1024, self.config.max_event_bytes * 2 + 64 * 1024)
         return kafka.producer(self.settings.kafka, max_request_size=size)
 
+    def _transactional_producer(self, transactional_id: str) -> AIOKafkaProducer:
+        size = max(1024 * 1024, self.config.max_event_bytes * 2 + 64 * 1024)
+        return kafka.producer(
+            self.settings.kafka,
+            max_request_size=size,
+            transactional_id=transactional_id,
+            transaction_timeout_ms=int(self.config.transaction_timeout_seconds * 1000),
+            # The coordinator answers CONCURRENT_TRANSACTIONS to the next transaction's first
+            # request until the previous one's markers are written (a few ms); aiokafka then
+            # waits retry_backoff_ms before asking again, 100 ms by default: most of a small
+            # transaction's time (docs/benchmarks.md).
+            retry_backoff_ms=TXN_RETRY_BACKOFF_MS,
+        )
+
     # -- main loop -------------------------------------------------------------
 
     async def run(self) -> int:
-        producer = self._producer_factory()
+        txn = self._txn
+        producer = self._producer_factory() if txn is None else None
         consumer = self._consumer_factory()
-        consumer.subscribe(topics=self.topics, listener=Delegating(self.on_revoked))
+        listener = (
+            Delegating(self.on_revoked)
+            if txn is None
+            else Listener(self.on_revoked, lambda tps: txn.assign(consumer, tps))
+        )
+        consumer.subscribe(topics=self.topics, listener=listener)
         self._consumer = consumer
         started: list[AIOKafkaConsumer | AIOKafkaProducer] = []
         code = 0
         try:
-            await producer.start()
-            started.append(producer)
+            if producer is not None:
+                await producer.start()
+                started.append(producer)
             await consumer.start()
             started.append(consumer)
             self.ready = True
             log.info(
-                "ingress consuming %s (group %s, strategy %s) -> %s, DLQ %s",
+                "ingress consuming %s (group %s, strategy %s%s) -> %s, DLQ %s",
                 ",".join(self.topics),
                 self.config.group,
                 self.config.strategy,
+                ", transactional" if txn is not None else "",
                 self.settings.kafka.events_topic,
                 self.settings.kafka.dlq_topic,
             )
-            await self._loop(producer, consumer)
+            if producer is not None:
+                await self._loop(producer, consumer)
+            else:
+                await self._transactional_loop(consumer)
             log.info("shutdown: last batch committed, stopping")
-        except FatalProduceError as exc:
-            log.error("fatal produce error, exiting without committing the batch: %s", exc)
+        except (FatalProduceError, ProducerFenced) as exc:
+            log.error("fatal produce error, exiting without committing the batch: %r", exc)
             code = 1
         except kafka.UndecodableBatch as exc:
             log.error("%s; exiting", exc)  # what came before it is delivered and committed
             code = 1
         except DrainTimeout as exc:
             log.error("shutdown grace period over before the batch was delivered: %s", exc)
-            await self._commit(consumer)  # what was acknowledged
+            if txn is None:
+                await self._commit(consumer)  # what was acknowledged
             code = 1
         finally:
             self.ready = False
+            if txn is not None:
+                await txn.close()
             for client in reversed(started):
                 try:
                     await client.stop()
@@ -215,6 +253,79 @@ class Ingress:
             self._outstanding = 0
             self._idle.set()
 
+    async def _transactional_loop(self, consumer: AIOKafkaConsumer) -> None:
+        """Fetch a batch, stamp it, then one transaction per chunk of each partition.
+
+        Partitions run their transactions concurrently, each on its own producer; within a
+        partition they run in offset order and stop at the first that fails, so a later
+        commit never covers records of one that did not commit. One batch at a time: the
+        commit is the acknowledgement, there is nothing to overlap it with.
+        """
+        assert self._txn is not None
+        size = max(self.config.batch_size, self.config.transaction_records)
+        while not self.shutdown.requested:
+            before = {tp: self._txn.generation(tp) for tp in consumer.assignment()}
+            batch = await kafka.getmany(consumer, timeout_ms=500, max_records=size)
+            # Only what was fetched within one assignment, with its producer ready, is ours to
+            # commit (a partition is paused until then; see PartitionProducers.assign). Records
+            # fetched across a rebalance are dropped, and a partition assigned again meanwhile
+            # is sought back to where that assignment began: nothing of it is processed yet,
+            # and those records may be from before it or from it.
+            generations = {tp: self._txn.generation(tp) for tp in batch}
+            for tp, gen in generations.items():
+                if gen is None or before.get(tp) != gen:
+                    log.info("%s/%d: records fetched across a rebalance dropped", *tp)
+                    del batch[tp]
+                    if gen is not None:
+                        consumer.seek(tp, self._txn.start_offset(tp))
+            if batch:
+                records, acks = await self._prepare(batch)
+                by_tp: dict[tuple[str, int], list[Outgoing]] = {}
+                for rec in records:
+                    by_tp.setdefault(rec.tp, []).append(rec)
+                work = asyncio.gather(
+                    *(
+                        self._transact_partition(
+                            consumer, tp, gen, msgs, by_tp[tp.topic, tp.partition], acks
+                        )
+                        for tp, msgs in batch.items()
+                        if msgs and (gen := generations[tp]) is not None
+                    )
+                )
+                await self._counted(acks, work)
+            await self._maybe_update_lag(consumer)
+
+    async def _transact_partition(
+        self,
+        consumer: AIOKafkaConsumer,
+        tp: TopicPartition,
+        generation: int,
+        msgs: list[ConsumerRecord],
+        records: list[Outgoing],
+        acks: BatchAcks,
+    ) -> None:
+        assert self._txn is not None
+        for part, recs in chunks(msgs, records, self.config.transaction_records):
+            if not await self._txn.transact(consumer, tp, generation, part, recs, self._send):
+                return
+            acks.ack(recs)  # counted once committed: only then can anyone read them
+            self._committed[tp] = part[-1].offset + 1
+
+    async def _send(self, producer: AIOKafkaProducer, records: list[Outgoing]) -> None:
+        """Deliver a transaction's records (its commit follows)."""
+        await deliver(
+            producer,
+            records,
+            dlq_topic=self.settings.kafka.dlq_topic,
+            on_acked=lambda _: None,
+            give_up=self._grace_over,
+            backoff_min=self.config.retry_backoff_min_seconds,
+            backoff_max=self.config.retry_backoff_max_seconds,
+        )
+        if self.config.fault_commit_delay_seconds:
+            log.warning("fault injection: delaying the transaction's commit")
+            await asyncio.sleep(self.config.fault_commit_delay_seconds)
+
     async def _prepare(
         self, batch: dict[TopicPartition, list[ConsumerRecord]]
     ) -> tuple[list[Outgoing], BatchAcks]:
@@ -251,8 +362,9 @@ class Ingress:
                 if offset > self._acked.get(tp, 0):
                     self._acked[tp] = offset
 
-        try:
-            await deliver(
+        await self._counted(
+            acks,
+            deliver(
                 producer,
                 records,
                 dlq_topic=self.settings.kafka.dlq_topic,
@@ -260,7 +372,13 @@ class Ingress:
                 give_up=self._grace_over,
                 backoff_min=self.config.retry_backoff_min_seconds,
                 backoff_max=self.config.retry_backoff_max_seconds,
-            )
+            ),
+        )
+
+    async def _counted(self, acks: BatchAcks, work: Awaitable[object]) -> None:
+        """Await ``work`` (delivering a prepared batch), then count what it acknowledged."""
+        try:
+            await work
         finally:
             # Counted per batch, not per record: a labels() lookup per event is
             # measurable on this hot path. Only acknowledged records count.
@@ -322,7 +440,9 @@ class Ingress:
                     "the acknowledged part only",
                     self.config.revoke_wait_seconds,
                 )
-        if self._consumer is not None and revoked:
+        if self._txn is not None:
+            await self._txn.release(revoked)  # its transactions hold the commits
+        elif self._consumer is not None and revoked:
             await self._commit(self._consumer, only=revoked)
         for tp in revoked:
             self._acked.pop(tp, None)

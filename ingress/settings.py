@@ -37,6 +37,22 @@ class IngressSettings(BaseSettings):
     retry_backoff_max_seconds: float = Field(10.0, gt=0)
     # How often pipeline_consumer_lag is refreshed.
     lag_interval_seconds: float = Field(5.0, gt=0)
+    # Exactly-once mode (docs/kafka.md, "Transactional ingress"): each raw partition's
+    # records, their stamped events and DLQ records, and the raw offsets are committed in
+    # one Kafka transaction, by one transactional producer per raw partition.
+    transactional: bool = False
+    # Most raw records one transaction holds: a fetch takes max(batch_size, this) records,
+    # and each partition's share is split into transactions of at most this many. Each
+    # transaction costs four coordinator round trips plus the commit markers, so small ones
+    # are dear: 100 ran at about 0.1 of plain ingress, 500 at 0.4-0.8, 1000 at 0.5-0.9 (means
+    # 0.7-1.0; docs/benchmarks.md). 2000 was faster still, but by its larger fetch (plain
+    # ingress gains as much from the same fetch), and a crash redoes, and a read_committed
+    # reader waits on, up to twice as many records per partition.
+    transaction_records: int = Field(1000, ge=1, le=100_000)
+    # The broker aborts a transaction left open this long (a producer that hung): longer than
+    # any leader election (~10 s) plus the retries in between, shorter than the time
+    # read_committed readers of that partition may be held back after a hang.
+    transaction_timeout_seconds: float = Field(60.0, ge=1, le=900)
     # Fault injection for tests: wait this long (or until SIGTERM) between the
     # produce acknowledgements and the offset commit. Never set it in production.
     fault_commit_delay_seconds: float = Field(0.0, ge=0)

@@ -81,6 +81,19 @@ def run_id_for(workflow_id: str) -> uuid.UUID:
     return uuid.uuid5(_RUN_NAMESPACE, _require("workflow_id", workflow_id))
 
 
+def ingress_transactional_id(group: str, topic: str, partition: int) -> str:
+    """The ``transactional_id`` of transactional ingress's producer for one raw partition.
+
+    One id per input partition, from the consumer group and the topic-partition: aiokafka
+    speaks only transaction protocol v0 (no KIP-447 group metadata), so the broker can fence
+    a zombie only by this id. Whoever is assigned the partition next initialises the same id,
+    which bumps its epoch, aborts the zombie's open transaction and refuses its later writes.
+    NEVER CHANGE IT: a process with a new format would not fence one still running the old
+    one (during a rolling upgrade both would write the same partition's events).
+    """
+    return f"ingest-ingress:{_require('group', group)}:{_require('topic', topic)}:{partition}"
+
+
 def source_event_id(topic: str, partition: int, offset: int) -> str:
     """Ingress default: a UUIDv5 of the raw message's Kafka coordinates.
 
