@@ -8,10 +8,12 @@ duplicate, and here also in the outbox's order per key.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sys
 import time
 import uuid
 from collections import Counter, defaultdict
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,7 +21,8 @@ from typing import Any
 import asyncpg
 from aiokafka import AIOKafkaConsumer
 
-from pipeline import kafka
+from pipeline import kafka, settings
+from pipeline.runtime import Shutdown
 from tests.support import ROOT
 from tests.support.process import clean_env
 
@@ -133,3 +136,24 @@ async def spawn_relay(env: dict[str, str], log: Path) -> asyncio.subprocess.Proc
     return await asyncio.create_subprocess_exec(
         sys.executable, "-m", "app.cli", "relay", env=env, stdout=out, stderr=out, cwd=ROOT
     )
+
+
+@contextlib.asynccontextmanager
+async def running_relay(cfg: settings.Settings, **kw: Any) -> AsyncIterator[Any]:
+    """An in-process relay over ``cfg``'s database, with its own instance and progress
+    topic (so its own transactional id); stopped (SIGTERM's path) at the end."""
+    from relay.service import Relay
+    from relay.settings import RelaySettings
+
+    instance = kw.pop("instance", None) or f"t-{uuid.uuid4().hex[:10]}"
+    shutdown = Shutdown()
+    rcfg = RelaySettings(
+        instance=instance, progress_topic=f"progress-{instance}", poll_interval_ms=50, **kw
+    )
+    relay = Relay(cfg, rcfg, shutdown)
+    task = asyncio.create_task(relay.run())
+    try:
+        yield relay
+    finally:
+        shutdown.trigger()
+        await asyncio.wait_for(task, 30)

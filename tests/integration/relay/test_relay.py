@@ -7,7 +7,6 @@ transactional id) and topics.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import signal
 import uuid
 from pathlib import Path
@@ -17,16 +16,14 @@ import pytest
 
 from pipeline import settings
 from pipeline.clients import ensure_topics
-from pipeline.runtime import Shutdown
 from relay import outbox
-from relay.service import Relay
-from relay.settings import RelaySettings
 from schemas.ids import relay_transactional_id
 from tests.support.outbox import (
     insert_rows,
     outbox_order,
     read_committed,
     relay_env,
+    running_relay,
     spawn_relay,
     verdict,
 )
@@ -52,19 +49,8 @@ async def _published(pool: asyncpg.Pool, instance: str) -> int:
     )
 
 
-@contextlib.asynccontextmanager
-async def _in_process(cfg: settings.Settings, instance: str, **kw: object):  # type: ignore[no-untyped-def]
-    shutdown = Shutdown()
-    rcfg = RelaySettings(
-        instance=instance, progress_topic=f"progress-{instance}", poll_interval_ms=50, **kw
-    )
-    relay = Relay(cfg, rcfg, shutdown)
-    task = asyncio.create_task(relay.run())
-    try:
-        yield relay
-    finally:
-        shutdown.trigger()
-        await asyncio.wait_for(task, 30)
+def _in_process(cfg: settings.Settings, instance: str, **kw: object):  # type: ignore[no-untyped-def]
+    return running_relay(cfg, instance=instance, **kw)
 
 
 async def test_publishes_each_row_once_in_order_with_its_dedupe_header(
@@ -199,4 +185,4 @@ async def test_a_standby_relay_takes_over_when_the_owner_dies(
 
 
 async def _says(log: Path, text: str) -> bool:
-    return log.exists() and text in log.read_text()
+    return await asyncio.to_thread(lambda: log.exists() and text in log.read_text())
