@@ -45,6 +45,22 @@ async def insert_rows(
     return ids
 
 
+async def published(pool: asyncpg.Pool, instance: str) -> int:
+    """Rows at or before the relay's mirrored progress (committed in Kafka)."""
+    from relay import outbox
+    from schemas.ids import relay_transactional_id
+
+    async with pool.acquire() as conn:
+        pos = await outbox.mirrored(conn, relay_transactional_id(instance))
+    return int(
+        await pool.fetchval(
+            "SELECT count(*) FROM outbox WHERE (txid, seq) <= ($1::text::xid8, $2)",
+            str(pos.txid),
+            pos.seq,
+        )
+    )
+
+
 async def outbox_order(pool: asyncpg.Pool) -> dict[bytes, list[str]]:
     """Per key, the row ids in the relay's publishing order ``(txid, seq)``."""
     rows = await pool.fetch("SELECT id, key FROM outbox ORDER BY txid, seq")

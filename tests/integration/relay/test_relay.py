@@ -16,11 +16,10 @@ import pytest
 
 from pipeline import settings
 from pipeline.clients import ensure_topics
-from relay import outbox
-from schemas.ids import relay_transactional_id
 from tests.support.outbox import (
     insert_rows,
     outbox_order,
+    published,
     read_committed,
     relay_env,
     running_relay,
@@ -35,18 +34,6 @@ pytestmark = pytest.mark.integration
 
 def _instance() -> str:
     return f"t-{uuid.uuid4().hex[:10]}"
-
-
-async def _published(pool: asyncpg.Pool, instance: str) -> int:
-    """Rows at or before the relay's mirrored progress (committed in Kafka)."""
-    pos = await outbox.mirrored(pool, relay_transactional_id(instance))  # type: ignore[arg-type]
-    return int(
-        await pool.fetchval(
-            "SELECT count(*) FROM outbox WHERE (txid, seq) <= ($1::text::xid8, $2)",
-            str(pos.txid),
-            pos.seq,
-        )
-    )
 
 
 def _in_process(cfg: settings.Settings, instance: str, **kw: object):  # type: ignore[no-untyped-def]
@@ -64,7 +51,7 @@ async def test_publishes_each_row_once_in_order_with_its_dedupe_header(
         records += await read_committed(cfg.kafka.bootstrap_servers, topics.out, 150)
     v = verdict(records[120:], await outbox_order(db_pool))
     assert (v.seen, v.missing, v.duplicates, v.out_of_order_keys) == (150, 0, 0, 0), v
-    assert await _published(db_pool, instance) == 150  # the mirror caught up
+    assert await published(db_pool, instance) == 150  # the mirror caught up
 
 
 async def test_a_restarted_relay_resumes_after_its_committed_progress(
@@ -84,7 +71,7 @@ async def test_a_restarted_relay_resumes_after_its_committed_progress(
 
 
 async def _is(pool: asyncpg.Pool, instance: str, n: int) -> bool:
-    return await _published(pool, instance) >= n
+    return await published(pool, instance) >= n
 
 
 async def test_a_row_committed_late_is_not_overtaken(
