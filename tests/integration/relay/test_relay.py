@@ -9,6 +9,8 @@ from __future__ import annotations
 import asyncio
 import signal
 import uuid
+from asyncio.subprocess import Process
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
 import asyncpg
@@ -30,6 +32,23 @@ from tests.support.stack import Stack, Topics
 from tests.support.wait import eventually
 
 pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+async def spawn() -> AsyncIterator[Callable[..., Awaitable[Process]]]:
+    """``spawn_relay``, with every process it started SIGKILLed at the end if still alive
+    (a failing test leaves no relay behind)."""
+    procs: list[Process] = []
+
+    async def start(env: dict[str, str], log: Path) -> Process:
+        procs.append(await spawn_relay(env, log))
+        return procs[-1]
+
+    yield start
+    for proc in procs:
+        if proc.returncode is None:
+            proc.send_signal(signal.SIGKILL)
+            await proc.wait()
 
 
 def _instance() -> str:
@@ -124,7 +143,12 @@ async def test_finish_with_outbox_is_atomic_and_written_once(db_pool: asyncpg.Po
 
 
 async def test_relay_sigkilled_repeatedly_neither_skips_nor_duplicates(
-    stack: Stack, database_url: str, db_pool: asyncpg.Pool, topics: Topics, tmp_path: Path
+    stack: Stack,
+    database_url: str,
+    db_pool: asyncpg.Pool,
+    topics: Topics,
+    tmp_path: Path,
+    spawn: Callable[..., Awaitable[Process]],
 ) -> None:
     """Kafka's transactions test in small: SIGKILL the relay mid-stream, 3 times."""
     instance = _instance()
@@ -133,12 +157,12 @@ async def test_relay_sigkilled_repeatedly_neither_skips_nor_duplicates(
     await insert_rows(db_pool, topics.out, n)
     log = tmp_path / "relay.log"
     for kill in range(3):
-        proc = await spawn_relay(env, log)
+        proc = await spawn(env, log)
         mark = n * (kill + 1) // 5  # at least 20 % more each time
         await eventually(lambda m=mark: _is(db_pool, instance, m), 120, f"{mark} published")
         proc.send_signal(signal.SIGKILL)
         await proc.wait()
-    proc = await spawn_relay(env, log)
+    proc = await spawn(env, log)
     try:
         records = await read_committed(stack.kafka, topics.out, n, timeout=180)
     finally:
@@ -148,15 +172,20 @@ async def test_relay_sigkilled_repeatedly_neither_skips_nor_duplicates(
 
 
 async def test_a_standby_relay_takes_over_when_the_owner_dies(
-    stack: Stack, database_url: str, db_pool: asyncpg.Pool, topics: Topics, tmp_path: Path
+    stack: Stack,
+    database_url: str,
+    db_pool: asyncpg.Pool,
+    topics: Topics,
+    tmp_path: Path,
+    spawn: Callable[..., Awaitable[Process]],
 ) -> None:
     instance = _instance()
     env = relay_env(stack.kafka, database_url, instance, INGEST_RELAY_BATCH_SIZE="10")
     await ensure_topics(settings.KafkaSettings(bootstrap_servers=stack.kafka), [topics.out], 3)
     first_log, second_log = tmp_path / "first.log", tmp_path / "second.log"
-    first = await spawn_relay(env, first_log)
+    first = await spawn(env, first_log)
     await eventually(lambda: _says(first_log, "owns the outbox"), 60, "the first relay leads")
-    second = await spawn_relay(env, second_log)
+    second = await spawn(env, second_log)
     await eventually(lambda: _says(second_log, "standing by"), 60, "the second waits")
     await insert_rows(db_pool, topics.out, 300)
     await eventually(lambda: _is(db_pool, instance, 100), 60, "100 rows published")
