@@ -57,7 +57,6 @@ class Relay:
 
     async def run(self) -> None:
         """Until shutdown: wait for the lock, lead, and start over after any failure."""
-        await progress.ensure_topic(self.cfg.kafka, self.rcfg.progress_topic)
         delays = backoff()
         while not self.shutdown.requested:
             try:
@@ -95,6 +94,7 @@ class Relay:
         return False
 
     async def _lead(self, conn: asyncpg.Connection) -> None:
+        await progress.ensure_topic(self.cfg.kafka, self.rcfg.progress_topic)
         producer = kafka.producer(
             self.cfg.kafka,
             transactional_id=self.transactional_id,
