@@ -29,12 +29,13 @@ import pytest
 from temporalio.client import Client
 from temporalio.common import WorkflowIDReusePolicy
 
+from pipeline.kafka import header
 from pipeline.stack.kafka_inspect import leaders
 from schemas.ids import task_workflow_id
 from tests.faults import harness as h
 from tests.faults.cluster import all_in_sync
 from tests.support import db
-from tests.support.outbox import outbox_order, published, read_committed, verdict
+from tests.support.outbox import diagnose, outbox_order, published, read_committed, verdict
 from tests.support.runs import event_run
 from tests.support.wait import eventually
 from workers.run_workflow import RunActivityWorkflow
@@ -157,6 +158,11 @@ async def test_relay_emits_exactly_once_under_kills(
     v = verdict(records, order)
     expected = {task_workflow_id(r.run_id, "emit", i) for r in runs for i in range(PER_RUN)}
     outbox_ids = {i for ids in order.values() for i in ids}
+    seen = {(header(m.headers, "task_id") or b"").decode() for m in records}
+    if v.missing or v.duplicates:  # where the difference is, for the figures and the log
+        found = await diagnose(kafka_cluster.bootstrap, cluster_topics.out, outbox_ids - seen)
+        print(f"diagnosis: {found}")
+        figures.update(diagnosis=found)
     figures.update(
         lost=v.missing + len(expected - outbox_ids),
         duplicate_runs=v.duplicates,

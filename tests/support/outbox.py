@@ -71,10 +71,11 @@ async def outbox_order(pool: asyncpg.Pool) -> dict[bytes, list[str]]:
 
 
 async def read_committed(
-    bootstrap: str, topic: str, expect: int, timeout: float = 120, idle_ms: int = 2000
+    bootstrap: str, topic: str, expect: int, timeout: float = 300, idle_ms: int = 2000
 ) -> list[Any]:
-    """A read_committed reader from the start of ``topic``: until ``expect`` records came
-    (or ``timeout``), then one more idle fetch, so a record beyond them is seen too."""
+    """A read_committed reader from the start of ``topic``: until ``expect`` records came,
+    or none came for 30 s (or ``timeout``), then one more idle fetch, so a record beyond
+    them is seen too. Slow is not missing: the reader waits as long as records flow."""
     consumer: AIOKafkaConsumer = kafka.consumer(
         kafka.KafkaSettings(bootstrap_servers=bootstrap),
         topic,
@@ -84,10 +85,12 @@ async def read_committed(
     await consumer.start()
     got: list[Any] = []
     deadline = time.monotonic() + timeout
+    last = time.monotonic()
     try:
-        while len(got) < expect and time.monotonic() < deadline:
+        while len(got) < expect and time.monotonic() < min(deadline, last + 30):
             for msgs in (await consumer.getmany(timeout_ms=500)).values():
                 got.extend(msgs)
+                last = time.monotonic()
         for msgs in (await consumer.getmany(timeout_ms=idle_ms)).values():
             got.extend(msgs)
     finally:
@@ -173,3 +176,38 @@ async def running_relay(cfg: settings.Settings, **kw: Any) -> AsyncIterator[Any]
     finally:
         shutdown.trigger()
         await asyncio.wait_for(task, 30)
+
+
+async def diagnose(bootstrap: str, topic: str, missing: set[str]) -> dict[str, Any]:
+    """Where records a read_committed reader did not see are: per partition, the last
+    stable offset against the high watermark (a stuck LSO means an open transaction),
+    and whether a read_uncommitted reader finds each missing id (at which offset)."""
+    from aiokafka import TopicPartition
+
+    cfg = kafka.KafkaSettings(bootstrap_servers=bootstrap)
+    out: dict[str, Any] = {}
+    for level in ("read_committed", "read_uncommitted"):
+        c: AIOKafkaConsumer = kafka.consumer(cfg, group_id=None, isolation_level=level)
+        await c.start()
+        try:
+            parts = sorted(c.partitions_for_topic(topic) or ())
+            tps = [TopicPartition(topic, p) for p in parts]
+            out[f"end_{level}"] = {tp.partition: o for tp, o in (await c.end_offsets(tps)).items()}
+            if level == "read_uncommitted" and missing:
+                c.assign(tps)
+                await c.seek_to_beginning(*tps)
+                found: dict[str, list[tuple[int, int]]] = {}
+                deadline = time.monotonic() + 60
+                while time.monotonic() < deadline:
+                    batch = await c.getmany(timeout_ms=1000)
+                    if not batch:
+                        break
+                    for msgs in batch.values():
+                        for m in msgs:
+                            tid = (kafka.header(m.headers, "task_id") or b"").decode()
+                            if tid in missing:
+                                found.setdefault(tid, []).append((m.partition, m.offset))
+                out["missing_found_uncommitted"] = found
+        finally:
+            await c.stop()
+    return out
