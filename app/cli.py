@@ -23,6 +23,7 @@ COMMANDS = [
     "app.run_cmd",
     "ingress.cli",
     "router.cli",
+    "relay.cli",
     "replay.cli",
     "app.worker_cmd",
     "app.activities_cmd",

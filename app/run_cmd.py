@@ -1,6 +1,7 @@
 """``ingest run``: every pipeline process in the foreground, for the local stack.
 
-Starts ``ingest ingress``, ``ingest router``, ``ingest worker`` and ``ingest ops``
+Starts ``ingest ingress``, ``ingest router``, ``ingest worker``, ``ingest ops`` and
+``ingest relay`` (which publishes the outbox of ``emit`` tasks)
 as child processes (each on its own metrics port; ops with ``--insecure-local``
 when ``INGEST_OPS_TOKEN`` is unset, so only 127.0.0.1 can reach it), prefixes
 their log lines with the component name, and on Ctrl-C / SIGTERM forwards
@@ -20,9 +21,9 @@ from importlib import resources
 from pipeline.command import Command
 from pipeline.settings import METRICS_PORTS
 
-# Each gets the /metrics port base + its index: 9400, 9401, 9402, 9403 by default, the
+# Each gets the /metrics port base + its index: 9400, 9401, 9402, 9403, 9404 by default, the
 # same as each process's own default (pipeline.settings.METRICS_PORTS).
-COMPONENTS = ["ingress", "router", "worker", "ops"]
+COMPONENTS = ["ingress", "router", "worker", "ops", "relay"]
 # Package data (pyproject.toml), so an installed wheel has it too.
 DEMO_FILE = resources.files("app") / "demo-activities.json"
 
@@ -120,13 +121,13 @@ def _flags(p: argparse.ArgumentParser) -> None:
         "--base-metrics-port",
         type=int,
         default=METRICS_PORTS["ingress"],
-        help="ingress gets this /metrics port, router +1, worker +2, ops +3 (default 9400)",
+        help="ingress gets this /metrics port, router +1, worker +2, ops +3, relay +4 (9400)",
     )
 
 
 COMMAND = Command(
     "run",
-    help="run ingress, router, worker and ops together in the foreground",
+    help="run ingress, router, worker, ops and relay together in the foreground",
     description=(
         "Run every pipeline process as a child with prefixed logs. Ctrl-C sends "
         "SIGTERM to each: they drain in-flight work, commit and exit."

@@ -13,7 +13,17 @@ import os
 import time
 from typing import Any
 
-from bench import ingress, latency, memory, permits, plot, replay_duplicates, router_fresh, scale
+from bench import (
+    ingress,
+    latency,
+    memory,
+    outbox_relay,
+    permits,
+    plot,
+    replay_duplicates,
+    router_fresh,
+    scale,
+)
 from bench.cli import parse_args
 from bench.common import write_result
 from bench.e2e import run as e2e
@@ -76,6 +86,15 @@ async def main() -> None:
             f"latency {pm['latency_ratio']}x",
             "report",
         ),
+    )
+    print("\n== outbox_relay")
+    ob: dict[str, Any] = await outbox_relay.run()
+    rows.append(
+        (
+            "outbox_relay (outbox+relay ÷ direct publish)",
+            f"{ob['ratio']}x ({ob['outbox']['per_second']} vs {ob['direct']['per_second']}/s)",
+            "report",
+        )
     )
     print()
     plot.plot()

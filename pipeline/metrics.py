@@ -165,6 +165,24 @@ APPROVAL_WAIT = Histogram(
     buckets=(1, 10, 60, 300, 900, 3600, 4 * 3600, 12 * 3600, 86400, 3 * 86400, 7 * 86400),
 )
 
+# The outbox relay (relay/). Unlabelled: each exists at 0 from process start.
+OUTBOX_DEPTH = Gauge(
+    "pipeline_outbox_depth",
+    "Outbox rows not yet published by the relay (reported by the owner and by standbys).",
+)
+RELAY_LAG = Gauge(
+    "pipeline_relay_lag_seconds",
+    "Age of the oldest outbox row not yet published (0 when the outbox is drained).",
+)
+OUTBOX_PUBLISHED = Counter(
+    "pipeline_outbox_published_total",
+    "Outbox rows published in committed relay transactions (rate() = published per second).",
+)
+RELAY_ABORTED = Counter(
+    "pipeline_relay_transactions_aborted_total",
+    "Relay Kafka transactions aborted (their rows are published again by the next one).",
+)
+
 # Labelled by values only data reveals: lag per assigned partition, unmatched event
 # types, pending fixes per activity, permits per declared resource. Their series
 # appear when the process first sees the value (permits: at the first gauge refresh).

@@ -173,7 +173,7 @@ class ConfigError(IngestError):
 # Default /metrics ports, one per process, so that `ingest ingress`, `ingest router`
 # and `ingest worker` started side by side on one host do not collide (and match
 # what `ingest run` gives them). INGEST_METRICS_PORT or --metrics-port overrides.
-METRICS_PORTS = {"ingress": 9400, "router": 9401, "worker": 9402, "ops": 9403}
+METRICS_PORTS = {"ingress": 9400, "router": 9401, "worker": 9402, "ops": 9403, "relay": 9404}
 METRICS_PORT_ENV = "INGEST_METRICS_PORT"
 
 S = TypeVar("S", bound=BaseSettings)

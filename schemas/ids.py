@@ -158,3 +158,15 @@ def content_event_id(key: bytes | None, value: bytes) -> str:
     h.update(key or b"")
     h.update(value)
     return str(uuid.uuid5(_EVENT_NAMESPACE, h.hexdigest()))
+
+
+def relay_transactional_id(instance: str) -> str:
+    """``ingest-outbox-relay:{instance}``: the outbox relay's Kafka ``transactional_id``.
+
+    NEVER CHANGE IT. Every relay of one outbox (one database) uses the same id, so
+    the broker fences a relay that a newer one replaced, and aborts the transaction
+    it left open; its progress record on the progress topic is keyed by it too. A
+    new format would let an old relay and a new one publish side by side, and would
+    start a new relay from no progress (publishing the whole outbox again).
+    """
+    return f"ingest-outbox-relay:{_require('instance', instance)}"

@@ -254,7 +254,32 @@ class RunActivities:
         except Exception as exc:
             await self._note_attempt(inp.task_id, info.attempt, f"{type(exc).__name__}: {exc}")
             raise
+        if ctx.staged:
+            await self._finish_with_outbox(inp, ctx.staged)
+            return True if inp.finish else None
         return await self._finish(inp) if inp.finish else None
+
+    async def _finish_with_outbox(
+        self, inp: RunHandlerInput, staged: list[store.OutboxMessage]
+    ) -> None:
+        """Mark the task succeeded and write its outbox message in one transaction.
+
+        Not best effort, unlike ``_finish``: the outbox row is the handler's side
+        effect, so a database error fails the attempt and Temporal retries it (the
+        handler is pure; the insert is keyed by the task id, so a retry after a
+        commit whose answer was lost writes nothing twice). A regular (not local)
+        activity writes here too and returns None; the workflow's own "succeeded"
+        step is then a repeat that changes nothing.
+        """
+        if len(staged) != 1:  # the outbox key is the task id: one message per task
+            _permanent(f"task {inp.task_id} staged {len(staged)} messages; one is allowed")
+        (message,) = staged
+        row = await store.finish_with_outbox(self._pool, inp.task_id, message)
+        if row is None:
+            _permanent(f"task {inp.task_id} has no row: set it pending first")
+        if row.status != TaskStatus.SUCCEEDED:
+            log.warning("task %s is %s: its message was not emitted", inp.task_id, row.status)
+        _count(inp.spec, row)
 
     async def _finish(self, inp: RunHandlerInput) -> bool:
         """Mark the task succeeded after its handler did; False leaves it to the workflow.

@@ -14,6 +14,11 @@ here gives the same outcome however many times it runs for the same id:
   (and, for a task that pauses, running -> pending_fix -> running | skipped |
   failed: see ``ALLOWED_FROM``); repeating a transition (or a late, older one)
   leaves the row as it is.
+* ``finish_with_outbox``: ``advance_task(.., "succeeded")`` and the task's outbox
+  message (an ``emit``) in one transaction, the message inserted
+  ``ON CONFLICT (id) DO NOTHING`` under the task id: the task is recorded
+  succeeded exactly when its message is in the outbox, and a retried attempt
+  writes nothing twice. ``ingest relay`` publishes the outbox (``relay/``).
 """
 
 from __future__ import annotations
@@ -27,6 +32,17 @@ import orjson
 
 from schemas.status import TaskStatus
 from schemas.workflow_io import RunActivityInput, TaskSpec
+
+
+@dataclass(frozen=True)
+class OutboxMessage:
+    """What an ``emit`` task publishes, staged for the outbox (``ctx.stage``)."""
+
+    id: str  # the task id: the outbox key and the dedupe id consumers see
+    topic: str
+    key: bytes | None
+    headers: tuple[tuple[str, bytes], ...]  # values UTF-8 (stored as JSON text)
+    body: bytes
 
 
 @dataclass(frozen=True)
@@ -220,3 +236,27 @@ async def record_attempt(
         attempt,
         error,
     )
+
+
+async def finish_with_outbox(
+    pool: asyncpg.Pool, task_id: str, message: OutboxMessage
+) -> TaskRow | None:
+    """Mark the task succeeded and put its message in the outbox, atomically.
+
+    The message is inserted only when the task is (now or already) succeeded; a task
+    an operator failed meanwhile keeps its state and emits nothing. None if no row.
+    """
+    headers = orjson.dumps([[k, v.decode()] for k, v in message.headers]).decode()
+    async with pool.acquire() as conn, conn.transaction():
+        row = await _advance(conn, task_id, TaskStatus.SUCCEEDED, None)
+        if row is not None and row.status == TaskStatus.SUCCEEDED:
+            await conn.execute(
+                "INSERT INTO outbox (id, topic, key, headers, body)"
+                " VALUES ($1, $2, $3, $4::jsonb, $5) ON CONFLICT (id) DO NOTHING",
+                message.id,
+                message.topic,
+                message.key,
+                headers,
+                message.body,
+            )
+        return row

@@ -21,6 +21,7 @@ PACKAGES = (
     "router",
     "replay",
     "ingress",
+    "relay",
     "workers",
     "scheduler",
     "definitions",
@@ -32,7 +33,7 @@ PACKAGES = (
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("schemas",),
     ("pipeline",),
-    ("ingress", "router", "workers", "definitions"),
+    ("ingress", "router", "relay", "workers", "definitions"),
     ("replay", "scheduler"),
     ("ops",),
     ("app",),

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import httpx
@@ -22,6 +22,7 @@ from aiokafka import AIOKafkaProducer
 
 from schemas.workflow_io import TaskSpec
 from workers.handlers.errors import PermanentTaskError
+from workers.store import OutboxMessage
 
 if TYPE_CHECKING:
     from workers.permits.fencing import Permit
@@ -77,6 +78,13 @@ class TaskContext:
     resources: Resources
     # The permit held while the handler runs (tasks with ``permit:``), else None.
     permit: Permit | None = None
+    # What the handler staged for the outbox (``stage``): written by the run_handler
+    # activity in the same transaction that marks the task succeeded.
+    staged: list[OutboxMessage] = field(default_factory=list)
+
+    def stage(self, message: OutboxMessage) -> None:
+        """Publish ``message`` exactly once, through the outbox (``ingest relay``)."""
+        self.staged.append(message)
 
     @property
     def payload(self) -> dict[str, Any]:

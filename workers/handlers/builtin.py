@@ -4,10 +4,14 @@
 run them as local activities. ``webhook`` waits on a remote server for up to its
 timeout, so it stays a regular, heartbeating activity.
 
-``emit`` config: ``topic`` (default ``INGEST_EMIT_TOPIC``). The message value is
-the task payload as JSON, the key is the task id (stable across retries, so a
-consumer can drop the at-least-once repeats), headers carry ``task_id``,
-``run_id``, ``activity_id``, ``task_type`` and ``idempotency_key`` when set.
+``emit`` config: ``topic`` (default ``INGEST_EMIT_TOPIC``) and ``key`` (a template
+over the trigger context like ``idempotency_key``, e.g. ``"{data.order_id}"``;
+default the task id). The message value is the task payload as JSON; headers carry ``task_id``
+(the dedupe id), ``run_id``, ``activity_id``, ``task_type`` and ``idempotency_key``
+when set. ``emit`` does not publish: it stages the message, and the ``run_handler``
+activity writes it to the ``outbox`` table in the transaction that marks the task
+succeeded; ``ingest relay`` publishes it with a transactional producer, so a
+``read_committed`` consumer sees it exactly once (docs/kafka.md).
 
 ``webhook`` config: ``url`` (required), ``headers`` (optional dict),
 ``request_timeout_seconds`` (default 10). It POSTs the payload as JSON with
@@ -24,6 +28,8 @@ import orjson
 
 from workers.handlers.base import TaskContext, register
 from workers.handlers.errors import PermanentTaskError, RetryableTaskError
+from workers.store import OutboxMessage
+from workers.templates import TemplateError, render
 
 
 @register("noop", short=True)
@@ -50,10 +56,26 @@ async def emit(ctx: TaskContext) -> None:
     ]
     if ctx.spec.idempotency_key is not None:
         headers.append(("idempotency_key", ctx.spec.idempotency_key.encode()))
-    producer = await ctx.resources.producer()
-    await producer.send_and_wait(
-        topic, orjson.dumps(ctx.payload), key=ctx.task_id.encode(), headers=headers
+    key = _emit_key(ctx)
+    ctx.stage(
+        OutboxMessage(ctx.task_id, topic, key.encode(), tuple(headers), orjson.dumps(ctx.payload))
     )
+
+
+def _emit_key(ctx: TaskContext) -> str:
+    """``config.key`` rendered over the trigger context (as idempotency keys are), else
+    the task id."""
+    template = ctx.config.get("key")
+    if template is None:
+        return ctx.task_id
+    if not isinstance(template, str) or not template:
+        raise PermanentTaskError(f"emit: config.key must be a non-empty string, got {template!r}")
+    event = ctx.payload.get("event") or {}
+    context = {**event, **(ctx.payload.get("trigger") or {}), "event": event}
+    try:
+        return render(template, context)
+    except TemplateError as exc:
+        raise PermanentTaskError(f"emit: config.key {template!r}: {exc}") from None
 
 
 def check_status(status: int, body: str = "") -> None:

@@ -14,6 +14,7 @@ import orjson
 
 from schemas import ids
 from tests.support import db, inprocess, kafka, metrics, wait
+from tests.support.outbox import read_committed, running_relay
 
 
 async def test_event_path_end_to_end(cfg, topics, temporal, db_pool):
@@ -102,7 +103,8 @@ async def test_event_path_end_to_end(cfg, topics, temporal, db_pool):
     ]
     assert sorted(m.value for m in dlq) == sorted(v for _, v, _ in malformed)
 
-    emitted = await kafka.read_all(cfg.kafka.bootstrap_servers, topics.out)
+    async with running_relay(cfg):  # emit writes the outbox; the relay publishes it
+        emitted = await read_committed(cfg.kafka.bootstrap_servers, topics.out, len(event_ids))
     assert len(emitted) == len(event_ids)
     emit_ids = {t["id"] for t in tasks if t["task_type"] == "emit"}
     assert {m.key.decode() for m in emitted} == emit_ids

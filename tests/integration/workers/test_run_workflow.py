@@ -12,6 +12,7 @@ from temporalio.exceptions import WorkflowAlreadyStartedError
 
 from pipeline import kafka
 from schemas.ids import task_workflow_id
+from tests.support.outbox import running_relay
 from tests.support.runs import event_run, insert_activity, registry_with, start_run
 from workers.handlers import TaskContext
 from workers.handlers.base import register
@@ -72,7 +73,8 @@ async def test_run_logs_once_runs_every_task_and_emits(cfg, temporal, db_pool, t
         == ok_before + 2
     )
 
-    (msg,) = await consume_all(cfg, topics.out, 1)
+    async with running_relay(cfg):  # emit writes the outbox; the relay publishes it
+        (msg,) = await consume_all(cfg, topics.out, 1)
     assert msg.key == expected[2].encode()
     body = orjson.loads(msg.value)
     assert body["kind"] == "hello"

@@ -45,6 +45,7 @@ SOURCES = {
     "router": ("router", "pipeline/starter.py"),
     "worker": ("workers", "scheduler"),
     "ops": ("ops",),
+    "relay": ("relay",),
 }
 
 # How each process sets its metrics up, run in a fresh interpreter. The worker builds
@@ -76,6 +77,9 @@ for factory in worker_parts():
 """,
     "ops": """
 import ops.service
+""",
+    "relay": """
+import relay.service
 """,
 }
 EXPOSE = """

@@ -1,0 +1,1 @@
+"""The outbox relay: publishes the ``outbox`` table exactly once (``ingest relay``)."""
