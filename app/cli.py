@@ -29,6 +29,7 @@ COMMANDS = [
     "scheduler.cli",
     "ops.cli",
     "workers.permits.cli",
+    "router.flow.cli",
 ]
 
 
