@@ -22,6 +22,7 @@ from typing import Any, TypeAlias
 import asyncpg
 
 from router.flow.throttle import Gcra
+from schemas.flow import FlowDef
 
 Conn: TypeAlias = asyncpg.Pool | asyncpg.Connection
 Source = Callable[[Conn, str | None], Awaitable[list[dict[str, Any]]]]
@@ -38,20 +39,23 @@ COLUMNS: tuple[tuple[str, str, int], ...] = (
 )
 
 
-def _aid(activity_id: str | None) -> uuid.UUID | None:
-    return uuid.UUID(activity_id) if activity_id else None
+async def _fetch(conn: Conn, select: str, activity_id: str | None) -> list[asyncpg.Record]:
+    """``select``'s rows; ``{only}`` in it stands for "of this activity, if one is given"."""
+    only = "($1::uuid IS NULL OR activity_id = $1::uuid)"
+    return list(
+        await conn.fetch(select.format(only=only), uuid.UUID(activity_id) if activity_id else None)
+    )
 
 
 async def _gcra(conn: Conn, activity_id: str | None) -> list[dict[str, Any]]:
     """Throttle and rate-limit state, read against the flow block that made it."""
-    rows = await conn.fetch(
-        "SELECT g.activity_id::text AS activity_id, g.control, g.key, g.tat, a.flow::text AS flow,"
-        " now() AS now FROM flow_gcra g JOIN activities a ON a.id = g.activity_id"
-        " WHERE $1::uuid IS NULL OR g.activity_id = $1::uuid",
-        _aid(activity_id),
+    rows = await _fetch(
+        conn,
+        "SELECT activity_id::text AS activity_id, control, key, tat, now() AS now,"
+        " (SELECT flow::text FROM activities a WHERE a.id = g.activity_id) AS flow"
+        " FROM flow_gcra g WHERE {only}",
+        activity_id,
     )
-    from schemas.flow import FlowDef
-
     out = []
     for r in rows:
         flow = FlowDef.model_validate_json(r["flow"]) if r["flow"] else FlowDef()
@@ -68,20 +72,22 @@ async def _gcra(conn: Conn, activity_id: str | None) -> list[dict[str, Any]]:
 
 
 async def _singletons(conn: Conn, activity_id: str | None) -> list[dict[str, Any]]:
-    rows = await conn.fetch(
+    rows = await _fetch(
+        conn,
         "SELECT activity_id::text AS activity_id, key, workflow_id FROM flow_singleton"
-        " WHERE $1::uuid IS NULL OR activity_id = $1::uuid",
-        _aid(activity_id),
+        " WHERE {only}",
+        activity_id,
     )
     return [{**_at(r), "singleton_holder": r["workflow_id"]} for r in rows]
 
 
 async def _skips(conn: Conn, activity_id: str | None) -> list[dict[str, Any]]:
-    rows = await conn.fetch(
+    rows = await _fetch(
+        conn,
         "SELECT activity_id::text AS activity_id, coalesce(key, '') AS key, count(*) AS n"
         " FROM flow_decisions WHERE outcome = 'skip' AND decided_at > now() - interval '1 hour'"
-        " AND ($1::uuid IS NULL OR activity_id = $1::uuid) GROUP BY 1, 2",
-        _aid(activity_id),
+        " AND {only} GROUP BY 1, 2",
+        activity_id,
     )
     return [{**_at(r), "skips_last_hour": r["n"]} for r in rows]
 
