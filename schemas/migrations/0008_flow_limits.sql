@@ -3,12 +3,14 @@
 -- transaction, before it starts (or skips) a run.
 
 -- GCRA state: one row per (activity, control, key value); '' is the key of a control
--- with no key. `tat` is the theoretical arrival time of the next start.
+-- with no key. `tat` is the theoretical arrival time of the next start; `taken`
+-- counts the slots ever taken (one per decided run: a redelivery takes none).
 CREATE TABLE IF NOT EXISTS flow_gcra (
     activity_id uuid NOT NULL,
     control     text NOT NULL CHECK (control IN ('throttle', 'rate_limit')),
     key         text NOT NULL,
     tat         timestamptz NOT NULL,
+    taken       bigint NOT NULL DEFAULT 1,
     updated_at  timestamptz NOT NULL DEFAULT now(),
     PRIMARY KEY (activity_id, control, key)
 );
@@ -52,7 +54,8 @@ CREATE OR REPLACE FUNCTION flow_throttle_take(
     INSERT INTO flow_gcra AS g (activity_id, control, key, tat)
     VALUES (p_activity, 'throttle', p_key, p_now + make_interval(secs => p_t))
     ON CONFLICT (activity_id, control, key) DO UPDATE
-        SET tat = greatest(g.tat, p_now) + make_interval(secs => p_t), updated_at = now()
+        SET tat = greatest(g.tat, p_now) + make_interval(secs => p_t), taken = g.taken + 1,
+            updated_at = now()
     RETURNING greatest(p_now, tat - make_interval(secs => p_t + p_tau))
 $$;
 
@@ -64,7 +67,8 @@ CREATE OR REPLACE FUNCTION flow_rate_take(
         INSERT INTO flow_gcra AS g (activity_id, control, key, tat)
         VALUES (p_activity, 'rate_limit', p_key, p_now + make_interval(secs => p_t))
         ON CONFLICT (activity_id, control, key) DO UPDATE
-            SET tat = greatest(g.tat, p_now) + make_interval(secs => p_t), updated_at = now()
+            SET tat = greatest(g.tat, p_now) + make_interval(secs => p_t), taken = g.taken + 1,
+            updated_at = now()
             WHERE greatest(g.tat, p_now) <= p_now + make_interval(secs => p_tau)
         RETURNING true
     )

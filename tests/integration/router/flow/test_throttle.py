@@ -21,9 +21,10 @@ from .support import first_task_scheduled, produce, wids
 
 N, LIMIT, PERIOD = 40, 5, 2.0
 T = PERIOD / LIMIT
-# Temporal's delayed start fires by a timer; on the loaded dev server its first task is
-# scheduled within this of the start time the router computed.
-TOLERANCE = 1.0
+# Temporal lets a delayed run go by a timer: never before the start time the router
+# computed, and on the loaded shared dev server within this much after it (a run that
+# was not delayed at all would show up seconds *early*).
+LATE_TOLERANCE = 5.0
 
 
 async def test_a_burst_is_spread_as_gcra_says_and_a_redelivery_takes_no_slot(
@@ -71,7 +72,7 @@ async def test_a_burst_is_spread_as_gcra_says_and_a_redelivery_takes_no_slot(
         r["workflow_id"]: (scheduled[r["workflow_id"]] - r["start_at"]).total_seconds()
         for r in rows
     }
-    assert all(-0.05 <= d <= TOLERANCE for d in late.values()), late
+    assert all(-0.05 <= d <= LATE_TOLERANCE for d in late.values()), late
 
     # Redelivery: a new group reads the same 40 again. Through the ledger, and then
     # without it (Temporal answers already-started): no slot is taken either way.
@@ -88,9 +89,10 @@ async def test_a_burst_is_spread_as_gcra_says_and_a_redelivery_takes_no_slot(
     )
     assert no_ledger.routing.stats.temporal_duplicates == N
     assert no_ledger.routing.stats.started == 0
-    assert (
-        await db_pool.fetchval("SELECT tat FROM flow_gcra WHERE activity_id = $1::uuid", aid) == tat
+    after = await db_pool.fetchrow(
+        "SELECT tat, taken FROM flow_gcra WHERE activity_id = $1::uuid", aid
     )
+    assert (after["tat"], after["taken"]) == (tat, N)
     assert (
         await db_pool.fetchval(
             "SELECT count(*) FROM flow_decisions WHERE activity_id = $1::uuid", aid
