@@ -44,8 +44,15 @@ async def test_router_sigkill_while_runs_are_throttled(
     await pipe.spawn("ingress")
     await pipe.spawn("worker")
     # Without the ledger every re-read trigger reaches the flow gate (not only those
-    # whose ledger row the kill lost): the recorded decision is all that stops a new slot.
-    router = await pipe.spawn("router", metrics=True, INGEST_ROUTER_LEDGER="false")
+    # whose ledger row the kill lost), and with commits 3 s apart each kill leaves
+    # decided but uncommitted triggers to re-read: the recorded decision is all that
+    # stops a second slot.
+    router = await pipe.spawn(
+        "router",
+        metrics=True,
+        INGEST_ROUTER_LEDGER="false",
+        INGEST_ROUTER_COMMIT_INTERVAL_MS="3000",
+    )
     producing = asyncio.create_task(
         h.produce_paced(stack.kafka, topics.raw, N, etype, PRODUCE_SECONDS, produced, batch=10)
     )
