@@ -16,14 +16,14 @@ from tests.support.routing import route_until_committed
 
 from .support import produce, wids
 
-# limit 5 per 30 s: a burst of 20 routed within T = 6 s lets exactly 5 through.
+# limit 5 per 60 s: a burst of 20 routed within T = 12 s lets exactly 5 through.
 N, LIMIT = 20, 5
 
 
 async def test_excess_is_skipped_recorded_and_skipped_again_on_replay(cfg, temporal, db_pool):
     etype = f"rl.{uuid.uuid4().hex[:8]}"
     aid = await db.seed_activity(
-        db_pool, etype, flow={"rate_limit": {"limit": LIMIT, "period": "30s"}}
+        db_pool, etype, flow={"rate_limit": {"limit": LIMIT, "period": "60s"}}
     )
     evs = await produce(cfg, etype, N)
     skipped_before = metrics.metric_value(
