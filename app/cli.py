@@ -30,6 +30,7 @@ COMMANDS = [
     "scheduler.cli",
     "ops.cli",
     "workers.permits.cli",
+    "router.flow.cli",
 ]
 
 

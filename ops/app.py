@@ -33,6 +33,7 @@ from ops.models import (
     AuthInfo,
     DlqPeek,
     ErrorBody,
+    FlowState,
     PermitList,
     ReplayReport,
     RunDetail,
@@ -199,6 +200,18 @@ def _api(deps: OpsDeps) -> APIRouter:
         from workers.permits.report import permit_rows
 
         return {"permits": await permit_rows(deps.pool, deps.client, resource)}
+
+    @api.get("/flow", response_model=FlowState, responses=errors(503))
+    async def flow(activity: uuid.UUID | None = None, skips: int = 50) -> dict[str, Any]:
+        """Flow control per activity and key (``ingest flow list``), and the latest skips."""
+        from router.flow.listing import flow_rows
+        from router.flow.skips import recent_skips
+
+        aid = str(activity) if activity else None
+        return {
+            "keys": await flow_rows(deps.pool, aid),
+            "skips": [s.__dict__ for s in await recent_skips(deps.pool, aid, min(skips, 500))],
+        }
 
     return api
 

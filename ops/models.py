@@ -7,6 +7,7 @@ task's own JSON. Every error is :class:`ErrorBody` (``ops.errors``).
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
@@ -173,6 +174,37 @@ class Permit(BaseModel):
 
 class PermitList(BaseModel):
     permits: list[Permit]
+
+
+class FlowKey(BaseModel):
+    """One (activity, key) with flow state (router/flow/listing.py; None: no data)."""
+
+    activity_id: str
+    activity: str
+    key: str = Field(description="the key value; '' when the control has no key")
+    slots_in_use: int | None = None
+    waiting: int | None = None
+    next_throttle_slot: float | None = Field(
+        None, description="seconds until a start arriving now would go (0: at once)"
+    )
+    rate_limit_free: int | None = Field(None, description="triggers that would pass now")
+    windows: int | None = None
+    skips_last_hour: int | None = None
+    singleton_holder: str | None = None
+
+
+class FlowSkip(BaseModel):
+    workflow_id: str
+    activity_id: str
+    key: str
+    reason: str = Field(description="rate_limit | singleton")
+    event_id: str | None
+    at: datetime
+
+
+class FlowState(BaseModel):
+    keys: list[FlowKey]
+    skips: list[FlowSkip] = Field(description="the latest skipped triggers, newest first")
 
 
 class ApprovalList(BaseModel):

@@ -183,6 +183,26 @@ RELAY_ABORTED = Counter(
     "Relay Kafka transactions aborted (their rows are published again by the next one).",
 )
 
+# Flow limits (router/flow, docs/flow-control.md). Labelled by activity id; each
+# activity's series start at 0 when the router first gates one of its runs.
+FLOW_RUNS_DELAYED = Counter(
+    "pipeline_flow_runs_delayed_total",
+    "Runs the router started with a delay because of their activity's throttle.",
+    ["activity"],
+)
+FLOW_RUNS_SKIPPED = Counter(
+    "pipeline_flow_runs_skipped_total",
+    "Triggers skipped by their activity's flow (reason: rate_limit, singleton); counted once"
+    " per trigger, not again on replay.",
+    ["activity", "reason"],
+)
+FLOW_THROTTLE_DELAY = Histogram(
+    "pipeline_flow_throttle_delay_seconds",
+    "The delay a throttled run was started with (0 when a slot was free).",
+    ["activity"],
+    buckets=(0.01, 0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600, 4 * 3600, 86400),
+)
+
 # Labelled by values only data reveals: lag per assigned partition, unmatched event
 # types, pending fixes per activity, permits per declared resource. Their series
 # appear when the process first sees the value (permits: at the first gauge refresh).
@@ -196,6 +216,9 @@ DATA_LABELLED: frozenset[MetricWrapperBase] = frozenset(
         PERMIT_CAPACITY,
         PERMIT_CONFLICTS,
         PERMIT_LEASE_EXPIRED,
+        FLOW_RUNS_DELAYED,
+        FLOW_RUNS_SKIPPED,
+        FLOW_THROTTLE_DELAY,
     }
 )
 

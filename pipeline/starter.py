@@ -21,6 +21,7 @@ import logging
 import random
 from collections.abc import Callable
 from dataclasses import KW_ONLY, dataclass
+from datetime import timedelta
 
 from temporalio.client import Client
 from temporalio.common import WorkflowIDReusePolicy
@@ -99,7 +100,8 @@ class Starter:
     stopping: Callable[[], bool] = lambda: False
     retry_outages: bool = True
 
-    async def start(self, run: RunActivityInput) -> str:
+    async def start(self, run: RunActivityInput, *, start_delay: timedelta | None = None) -> str:
+        """``start_delay``: a durable delayed start (the id is reserved at once)."""
         delays = backoff(self.backoff_initial, self.backoff_max)
         while True:
             try:
@@ -109,6 +111,7 @@ class Starter:
                     id=run.workflow_id,
                     task_queue=self.task_queue,
                     id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
+                    start_delay=start_delay,
                 )
                 metrics.WORKFLOWS_STARTED.labels(trigger=run.trigger_kind).inc()
                 return STARTED

@@ -110,6 +110,7 @@ def format_report(report: ReplayReport, dlq: bool) -> str:
         f"  already routed (ledger)    {d['already_routed_ledger']:>10,}",
         f"  already started (Temporal) {d['already_started_temporal']:>10,}",
         f"  newly started              {d['started']:>10,}",
+        f"  skipped (flow control)     {d['skipped']:>10,}",
     ]
     if d["dry_run"]:
         lines.append(f"  would start                {d['would_start']:>10,}")

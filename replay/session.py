@@ -68,6 +68,7 @@ class ReplayReport:
             "already_routed_ledger": s.ledger_duplicates,
             "already_started_temporal": s.temporal_duplicates,
             "started": s.started,
+            "skipped": s.skipped,
             "would_start": s.would_start,
             "dlq": s.dlq,
             "unmatched": s.unmatched,

@@ -24,6 +24,9 @@ from pipeline.retry import backoff
 from pipeline.settings import Settings
 from pipeline.starter import DUPLICATE, ShutdownRequested, Starter, StartRejected
 from router.catalog import ActivityCatalog
+from router.flow.gate import START, FlowGate
+from router.flow.keys import FlowKeys, read_keys
+from router.flow.store import FlowStore
 from router.ledger import Ledger, LedgerEntry
 from router.settings import RouterSettings
 from schemas import envelope
@@ -41,6 +44,7 @@ class Stats:
     ledger_duplicates: int = 0
     temporal_duplicates: int = 0
     would_start: int = 0
+    skipped: int = 0  # by the activity's flow (rate_limit, singleton): never started
     dlq: int = 0
     unmatched: int = 0
 
@@ -54,6 +58,8 @@ class Plan:
     runs: list[RunActivityInput] = field(default_factory=list)
     dlq_reason: str | None = None
     dlq_detail: str = ""
+    # The flow keys of each run whose activity has a flow block, by workflow id.
+    flows: dict[str, FlowKeys] = field(default_factory=dict)
 
 
 class RoutePlanner:
@@ -74,14 +80,21 @@ class RoutePlanner:
             )
         event = env.to_dict()
         runs = []
+        flows: dict[str, FlowKeys] = {}
         for activity_id in self.catalog.subscribers(env.type):
             try:
-                runs.append(RunActivityInput.for_event(activity_id, env.event_id, event))
+                run = RunActivityInput.for_event(activity_id, env.event_id, event)
             except ValueError as exc:  # pragma: no cover - guarded above
                 return Plan(msg, dlq_reason=envelope.R_BAD_FIELD, dlq_detail=str(exc))
+            runs.append(run)
+            if (flow := self.catalog.flow(activity_id)) is not None:
+                try:
+                    flows[run.workflow_id] = read_keys(flow, event)
+                except envelope.EnvelopeError as exc:  # FlowKeyMissing: the whole message
+                    return Plan(msg, dlq_reason=exc.reason, dlq_detail=exc.detail)
         if not runs:
             metrics.EVENTS_UNMATCHED.labels(type=env.type[:100]).inc()
-        return Plan(msg, runs=runs)
+        return Plan(msg, runs=runs, flows=flows)
 
 
 @dataclass(kw_only=True)
@@ -98,6 +111,8 @@ class Routing:
     stopping: Callable[[], bool]
     component: str = "router"
     dry_run: bool = False
+    # Asked before every start (router/flow); None: every run starts at once.
+    gate: FlowGate | None = None
     stats: Stats = field(default_factory=Stats, init=False)
     # Acknowledged but not yet written to the ledger; flushed before each commit.
     pending_ledger: list[LedgerEntry] = field(default_factory=list, init=False)
@@ -136,7 +151,7 @@ class Routing:
                 if self.dry_run:
                     self.stats.would_start += len(todo)
                 elif todo:
-                    rejected = await self._start_all(msg, todo)
+                    rejected = await self._start_all(msg, todo, plan.flows)
                     if rejected is not None:
                         await self._dead_letter(msg, rejected.reason, rejected.detail)
                 if not plan.runs:
@@ -146,12 +161,20 @@ class Routing:
         self.on_done(tp, msg.offset)
 
     async def _start_all(
-        self, msg: ConsumerRecord, runs: list[RunActivityInput]
+        self, msg: ConsumerRecord, runs: list[RunActivityInput], flows: dict[str, FlowKeys]
     ) -> StartRejected | None:
         async def one(run: RunActivityInput) -> StartRejected | None:
             async with self.sem:
+                decision = START
+                if self.gate is not None:
+                    gate, fk = self.gate, flows.get(run.workflow_id)
+                    decision = await self._retry("flow decision", lambda: gate.decide(run, fk))
+                if decision.skip is not None:
+                    # Recorded by the gate (flow_decisions) before the offset is committed.
+                    self.stats.skipped += 1
+                    return None
                 try:
-                    outcome = await self.starter.start(run)
+                    outcome = await self.starter.start(run, start_delay=decision.start_delay)
                 except StartRejected as exc:
                     return exc
             if outcome == DUPLICATE:
@@ -253,6 +276,7 @@ def build_routing(
             client, settings.temporal.task_queue, component=component, stopping=stopping
         ),
         producer=producer,
+        gate=FlowGate(FlowStore(pool), client),
         dlq_topic=settings.kafka.dlq_topic,
         ledger=Ledger(pool) if rcfg.ledger else None,
         concurrency=rcfg.concurrency,

@@ -29,14 +29,14 @@ from pipeline.starter import R_START_REJECTED, START_ERROR_LABELS
 from router.catalog import ActivityCatalog
 from router.routing import Routing, build_routing
 from router.settings import RouterSettings
-from schemas import envelope
+from schemas import envelope, flow
 from schemas.workflow_io import TRIGGER_EVENT
 
 log = logging.getLogger(__name__)
 
 
-# Every reason the router may dead-letter with: the envelope's, and a refused start.
-DLQ_REASONS = metrics.declared(envelope, "R_") | {R_START_REJECTED}
+# Every reason the router may dead-letter with: the envelope's, a refused start, a flow key.
+DLQ_REASONS = metrics.declared(envelope, "R_") | {R_START_REJECTED, flow.R_FLOW_KEY_MISSING}
 
 
 def start_metrics_at_zero(settings: Settings, component: str = "router") -> None:
@@ -226,6 +226,8 @@ class Router:
                 last_prune = time.monotonic()
                 try:
                     n = await self.routing.ledger.prune(self.rcfg.ledger_retention_days)
+                    if self.routing.gate is not None:  # skip records live as long
+                        n += await self.routing.gate.store.prune(self.rcfg.ledger_retention_days)
                     if n:
                         log.info(
                             "pruned %d ledger rows older than %.0f days",

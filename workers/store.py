@@ -107,10 +107,15 @@ def _task_list(raw: object) -> list[object] | None:
 
 
 async def finish_run(pool: asyncpg.Pool, run_id: str, status: str) -> bool:
-    """Set the final status; ``finished_at`` keeps its first value. False if no row."""
+    """Set the final status; ``finished_at`` keeps its first value. False if no row.
+
+    Also frees the run's singleton key, if it holds one (``flow_singleton``,
+    router/flow/singleton.py)."""
     row = await pool.fetchval(
-        "UPDATE activity_runs SET status = $2, finished_at = COALESCE(finished_at, now())"
-        " WHERE run_id = $1 RETURNING true",
+        "WITH done AS (UPDATE activity_runs SET status = $2,"
+        " finished_at = COALESCE(finished_at, now()) WHERE run_id = $1 RETURNING workflow_id),"
+        " freed AS (DELETE FROM flow_singleton WHERE workflow_id IN (SELECT workflow_id FROM done))"
+        " SELECT true FROM done",
         uuid.UUID(run_id),
         status,
     )

@@ -78,6 +78,8 @@ class Size:
 FULL_SIZES = {
     # 10 kills x (restart ~3 s + waiting for progress ~2 s)
     "router_kill": Size(2000, fixed_seconds=120),
+    # throttled at 4 starts/s: the last run starts runs/4 s after the burst; 5 kills
+    "flow_throttle_kill": Size(600, fixed_seconds=180),
     # 10 kills x ~10 s consumer-group rebalance; producing is spread over 200 s
     "ingress_kill": Size(2000, fixed_seconds=240),
     # 3 tasks per run; 10 kills x (restart + retried attempts after 5-15 s timeouts)

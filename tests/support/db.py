@@ -20,6 +20,7 @@ async def seed_activity(
     trigger: dict[str, Any] | None = None,
     enabled: bool = True,
     activity_id: uuid.UUID | None = None,
+    flow: dict[str, Any] | None = None,
 ) -> str:
     """Insert one activity (event-triggered on ``event_type`` unless ``trigger``); its id."""
     aid = activity_id or uuid.uuid4()
@@ -30,6 +31,7 @@ async def seed_activity(
             "enabled": enabled,
             "trigger": trigger or {"type": "event", "event_type": event_type},
             "tasks": tasks if tasks is not None else [{"type": "noop"}],
+            **({"flow": flow} if flow is not None else {}),
         }
     )
     await store.upsert(pool, [act])

@@ -67,7 +67,12 @@ def test_every_ingest_command_has_a_run() -> None:
         }
 
     found = leaves(build_parser(), ())
-    assert {("temporal", "setup"), ("schedules", "resume"), ("permits", "release")} <= set(found)
-    assert len(found) == 16
+    assert {
+        ("temporal", "setup"),
+        ("schedules", "resume"),
+        ("permits", "release"),
+        ("flow", "list"),
+    } <= set(found)
+    assert len(found) == 17
     for path, parser in found.items():
         assert callable(parser.get_default("func")), path

@@ -1,0 +1,94 @@
+"""The one PostgreSQL call per gated run: ``flow_decide`` (migration 0008).
+
+It claims the workflow id in ``flow_decisions`` (a recorded decision is returned as
+it was: redelivery and replay take no second slot), then, in one transaction:
+singleton holder check, rate-limit GCRA, throttle GCRA, singleton holder update,
+and the decision row.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+
+import asyncpg
+
+from router.flow.keys import FlowKeys
+from router.flow.throttle import Gcra
+from schemas.workflow_io import RunActivityInput
+
+O_START = "start"
+O_SKIP = "skip"
+O_CHECK = "check"  # the singleton key has a holder the router must ask Temporal about
+
+
+@dataclass(frozen=True)
+class Decided:
+    outcome: str
+    reason: str | None
+    start_at: datetime | None
+    cancelled: str | None
+    holder: str | None
+    holder_since: datetime | None
+    fresh: bool  # decided by this call; False: the recorded decision, reused
+    now: datetime
+
+
+@dataclass(frozen=True)
+class Checked:
+    """A singleton holder the router asked Temporal about, and its answer."""
+
+    holder: str
+    running: bool
+
+
+class FlowStore:
+    def __init__(self, pool: asyncpg.Pool) -> None:
+        self.pool = pool
+
+    async def decide(
+        self, run: RunActivityInput, fk: FlowKeys, checked: Checked | None = None
+    ) -> Decided:
+        f = fk.flow
+        rl = Gcra.rate_limit(f.rate_limit) if f.rate_limit else None
+        th = Gcra.throttle(f.throttle) if f.throttle else None
+        row = await self.pool.fetchrow(
+            "SELECT d.*, now() AS now FROM flow_decide($1, $2, $3, $4, $5, $6, $7, $8, $9,"
+            " $10, $11, $12, $13, now()) AS d",
+            run.workflow_id,
+            uuid.UUID(run.activity_id),
+            run.event_id,
+            fk.key("rate_limit") if rl else None,
+            rl.interval if rl else None,
+            rl.tolerance if rl else None,
+            fk.key("throttle") if th else None,
+            th.interval if th else None,
+            th.tolerance if th else None,
+            fk.key("singleton") if f.singleton else None,
+            f.singleton.mode if f.singleton else None,
+            checked.holder if checked else None,
+            checked.running if checked else None,
+        )
+        assert row is not None
+        return Decided(
+            row["outcome"],
+            row["reason"],
+            row["start_at"],
+            row["cancelled"],
+            row["holder"],
+            row["holder_since"],
+            row["fresh"],
+            row["now"],
+        )
+
+    async def prune(self, retention_days: float) -> int:
+        """Drop decisions older than the ledger's retention (0 = keep forever): a replay
+        reaching further back than that is outside the ledger's promise too."""
+        if retention_days <= 0:
+            return 0
+        status = await self.pool.execute(
+            "DELETE FROM flow_decisions WHERE decided_at < now() - make_interval(secs => $1)",
+            retention_days * 86400,
+        )
+        return int(status.split()[-1])
