@@ -72,7 +72,8 @@ def test_every_ingest_command_has_a_run() -> None:
         ("schedules", "resume"),
         ("permits", "release"),
         ("flow", "list"),
+        ("relay",),
     } <= set(found)
-    assert len(found) == 17
+    assert len(found) == 18
     for path, parser in found.items():
         assert callable(parser.get_default("func")), path

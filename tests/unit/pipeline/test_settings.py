@@ -52,7 +52,7 @@ def test_router_settings_error_names_the_variable(monkeypatch):
 def test_each_process_has_its_own_metrics_port(monkeypatch):
     monkeypatch.delenv("INGEST_METRICS_PORT", raising=False)
     ports = {c: settings.load_settings(c).process.metrics_port for c in settings.METRICS_PORTS}
-    assert ports == {"ingress": 9400, "router": 9401, "worker": 9402, "ops": 9403}
+    assert ports == {"ingress": 9400, "router": 9401, "worker": 9402, "ops": 9403, "relay": 9404}
     assert len(set(ports.values())) == len(ports), "two processes would collide on one host"
 
 
