@@ -24,6 +24,7 @@ from pipeline.retry import backoff
 from pipeline.settings import Settings
 from pipeline.starter import DUPLICATE, ShutdownRequested, Starter, StartRejected
 from router.catalog import ActivityCatalog
+from router.flow.windows import ASSIGNED, Windows
 from router.ledger import Ledger, LedgerEntry
 from router.settings import RouterSettings
 from schemas import envelope
@@ -41,6 +42,7 @@ class Stats:
     ledger_duplicates: int = 0
     temporal_duplicates: int = 0
     would_start: int = 0
+    windowed: int = 0  # events put into a debounce window or a batch (router/flow/windows.py)
     dlq: int = 0
     unmatched: int = 0
 
@@ -98,6 +100,8 @@ class Routing:
     stopping: Callable[[], bool]
     component: str = "router"
     dry_run: bool = False
+    # Debounce and batch: events of those activities go into windows, not starts.
+    windows: Windows | None = None
     stats: Stats = field(default_factory=Stats, init=False)
     # Acknowledged but not yet written to the ledger; flushed before each commit.
     pending_ledger: list[LedgerEntry] = field(default_factory=list, init=False)
@@ -147,8 +151,16 @@ class Routing:
 
     async def _start_all(
         self, msg: ConsumerRecord, runs: list[RunActivityInput]
-    ) -> StartRejected | None:
-        async def one(run: RunActivityInput) -> StartRejected | None:
+    ) -> StartRejected | envelope.EnvelopeError | None:
+        async def one(run: RunActivityInput) -> StartRejected | envelope.EnvelopeError | None:
+            if self.windows is not None and self.windows.wants(run.activity_id):
+                try:
+                    assigned = await self.windows.add(msg, run) == ASSIGNED
+                except (StartRejected, envelope.EnvelopeError) as exc:  # e.g. FlowKeyMissing
+                    return exc
+                self.stats.windowed += assigned
+                self.stats.ledger_duplicates += not assigned
+                return None
             async with self.sem:
                 try:
                     outcome = await self.starter.start(run)
@@ -260,4 +272,12 @@ def build_routing(
         stopping=stopping,
         component=component,
         dry_run=dry_run,
+        windows=Windows(
+            pool=pool,
+            client=client,
+            task_queue=settings.temporal.task_queue,
+            catalog=catalog,
+            stopping=stopping,
+            component=component,
+        ),
     )

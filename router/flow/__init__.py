@@ -1,0 +1,1 @@
+"""Flow control in the router (issue 23, docs/flow-control.md)."""
