@@ -185,7 +185,12 @@ async def assign(
             )  # fmt: skip
             outcomes.append(ASSIGNED)
             if max_size is not None and size >= max_size:
-                note[2] = 1  # full: closed by count, here
+                note[2] = 1  # full: closed by count, here, before the next window opens
+                await conn.execute(
+                    "UPDATE flow_windows SET state = 'closed', closed_by = 'full',"
+                    " closed_at = now() WHERE id = $1",
+                    wid,
+                )
                 window = None
         if members:
             await conn.execute(
@@ -195,14 +200,10 @@ async def assign(
                 " $5::jsonb[], $6::text[], $7::int[], $8::bigint[])",
                 *[list(c) for c in zip(*members, strict=True)],
             )
-            grown = [(w, n[1], bool(n[2])) for w, n in touched.items() if n[0]]
+            grown = [(w, n[1]) for w, n in touched.items() if n[0]]
             await conn.execute(
-                "UPDATE flow_windows w SET size = u.size, last_event_at = now(),"
-                " state = CASE WHEN u.full THEN 'closed' ELSE w.state END,"
-                " closed_by = CASE WHEN u.full THEN 'full' ELSE w.closed_by END,"
-                " closed_at = CASE WHEN u.full THEN now() ELSE w.closed_at END"
-                " FROM unnest($1::bigint[], $2::int[], $3::bool[]) AS u(id, size, full)"
-                " WHERE w.id = u.id",
+                "UPDATE flow_windows w SET size = u.size, last_event_at = now()"
+                " FROM unnest($1::bigint[], $2::int[]) AS u(id, size) WHERE w.id = u.id",
                 *[list(c) for c in zip(*grown, strict=True)],
             )
     notes = [_note(kind, control, w, n[0], bool(n[2])) for w, n in touched.items()]
