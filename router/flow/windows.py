@@ -233,6 +233,16 @@ class Windows:
     signal_interval: float = SIGNAL_INTERVAL
     _queues: dict[tuple[str, str], _Queue] = field(default_factory=dict, init=False)
 
+    def __post_init__(self) -> None:
+        # The per-activity series (pipeline.metrics.DATA_LABELLED) appear with their
+        # activity's first event; this one is known from the start.
+        metrics.start_at_zero(
+            metrics.DUPLICATES_SUPPRESSED,
+            component=[self.component],
+            trigger=[TRIGGER_EVENT],
+            layer=[metrics.LAYER_FLOW_WINDOW],
+        )
+
     def wants(self, activity_id: str) -> bool:
         """Does ``activity_id`` collect its events into windows?"""
         return window_control(self.catalog.flow(activity_id)) is not None

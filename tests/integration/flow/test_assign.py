@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
-from router.flow.windows import ABSORBED, ASSIGNED, _Item, assign, open_windows
+from router.flow.windows import ABSORBED, ASSIGNED, _Item, assign, open_windows, prune
 from schemas.flow import BatchDef, DebounceDef
 from tests.integration.flow.support import seed_flow_activity, windows
 
@@ -64,3 +64,23 @@ async def test_keys_have_their_own_windows(db_pool):
         ("k2", ["c"]),
     ]
     assert {w.key for w in await open_windows(db_pool)} == {"k1", "k2"}
+
+
+async def test_prune_deletes_only_started_windows_past_the_retention(db_pool):
+    batch = BatchDef(max_size=2, timeout=60)
+    aid = await seed_flow_activity(db_pool, "t", {"batch": batch.model_dump()})
+    await assign(db_pool, aid, "k", "batch", batch, _items("a", "b", "c", "d", "e"))
+    first, second, _ = await windows(db_pool, aid)
+    await db_pool.execute(
+        "UPDATE flow_windows SET state = 'started', started_at = now() - interval '40 days'"
+        " WHERE id = $1",
+        first["id"],
+    )
+    await db_pool.execute(
+        "UPDATE flow_windows SET state = 'started', started_at = now() WHERE id = $1",
+        second["id"],
+    )
+    assert await prune(db_pool, 30) == 1
+    assert [w["members"] for w in await windows(db_pool, aid)] == [["c", "d"], ["e"]]
+    assert await db_pool.fetchval("SELECT count(*) FROM flow_members") == 3
+    assert await prune(db_pool, 0) == 0  # 0 keeps everything
