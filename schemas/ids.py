@@ -1,4 +1,5 @@
-"""The only place workflow ids, run ids, event ids, schedule ids and permit ids are formed.
+"""The only place workflow ids, run ids, event ids, schedule ids and permit ids are formed
+(and the ids of debounced and batched runs and their window workflows, at the end).
 
 THESE FORMATS MUST NEVER CHANGE. They are the idempotency contract (README,
 "The contract"): Temporal rejects a second start of the same workflow id, the
