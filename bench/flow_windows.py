@@ -71,13 +71,14 @@ async def _signal_rate(env: Env, aid: str, rate: float, seconds: float) -> dict[
     wid = window_workflow_id(aid, key)
     lat: list[float] = []
     busy = 0
+    first_run: list[str | None] = []
 
     async def one() -> None:
         nonlocal busy
         t = time.perf_counter()
         while True:
             try:
-                await env.client.start_workflow(
+                started = await env.client.start_workflow(
                     FlowWindowWorkflow.run,
                     FlowWindowInput(aid, key),
                     id=wid,
@@ -85,6 +86,7 @@ async def _signal_rate(env: Env, aid: str, rate: float, seconds: float) -> dict[
                     start_signal="windows",
                     start_signal_args=[FlowWindowSignal([note])],
                 )
+                first_run.append(started.result_run_id)
                 break
             except RPCError as exc:  # "Workflow is busy": retried, as the router does
                 if exc.status != RPCStatusCode.RESOURCE_EXHAUSTED:
@@ -105,24 +107,31 @@ async def _signal_rate(env: Env, aid: str, rate: float, seconds: float) -> dict[
     sent_s = time.perf_counter() - t0
     handle: WorkflowHandle[Any, Any] = env.client.get_workflow_handle(wid)
     # Processed once the history stops growing (each signal's workflow task completed).
-    last, since = -1, time.perf_counter()
+    last, since, run_id = -1, time.perf_counter(), None
     while time.perf_counter() - since < 1.0:
-        length = (await handle.describe()).raw_description.workflow_execution_info.history_length
+        desc = await handle.describe()
+        length = desc.raw_description.workflow_execution_info.history_length
         if length != last:
-            last, since = length, time.perf_counter()
+            last, since, run_id = length, time.perf_counter(), desc.run_id
         await asyncio.sleep(0.1)
     backlog = max(0.0, since - t0 - sent_s)
     await handle.terminate("bench done")
-    per_signal = last / n
+    # Only while the first run holds every signal: after a continue-as-new the current
+    # run's history holds part of them (reported as None, with the run count).
+    continued = run_id != first_run[0]
+    per_signal = None if continued else last / n
     return {
         "rate_asked": rate,
         "rate_achieved": round(n / sent_s, 1),
         "ack_p50_ms": round(statistics.median(lat) * 1000, 1),
         "ack_p99_ms": round(sorted(lat)[int(0.99 * (n - 1))] * 1000, 1),
         "busy_rejections": busy,
-        "history_events_per_signal": round(per_signal, 2),
+        "continued_as_new": continued,
+        "history_events_per_signal": round(per_signal, 2) if per_signal else None,
         "backlog_seconds": round(backlog, 2),
-        "minutes_to_continue_as_new": round(SUGGEST_CAN_EVENTS / (per_signal * rate) / 60, 1),
+        "minutes_to_continue_as_new": (
+            round(SUGGEST_CAN_EVENTS / (per_signal * rate) / 60, 1) if per_signal else None
+        ),
     }
 
 

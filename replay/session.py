@@ -69,6 +69,7 @@ class ReplayReport:
             "already_started_temporal": s.temporal_duplicates,
             "started": s.started,
             "would_start": s.would_start,
+            "windowed": s.windowed,  # new members of debounce windows and batches
             "dlq": s.dlq,
             "unmatched": s.unmatched,
             **self.extra,
