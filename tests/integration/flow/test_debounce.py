@@ -61,6 +61,12 @@ async def test_a_burst_gives_one_run_with_the_last_event_per_key(cfg, temporal, 
     async with worker(parts=(core_part, flow_window_part)):
         router, shutdown, task = await _router(cfg, temporal, db_pool, f"g-{tag}")
         try:
+            # no customer: an error on the event, never a silent null key
+            await kafka.produce(
+                cfg.kafka.bootstrap_servers,
+                cfg.kafka.events_topic,
+                [(b"x", db.event(etype, f"nokey-{tag}", other="x"), [])],
+            )
             for i in range(10):  # ten events spread over ~1 s, well within the period
                 batch = [c1[i]] + ([c2[i]] if i < len(c2) else [])
                 await kafka.produce(
@@ -89,6 +95,9 @@ async def test_a_burst_gives_one_run_with_the_last_event_per_key(cfg, temporal, 
             wid = ids.debounce_workflow_id(aid, members[0], members[-1])
             assert rows[wid]["event_id"] == members[-1]
         assert router.routing.stats.windowed == 14
+        dlq = await kafka.read_all(cfg.kafka.bootstrap_servers, cfg.kafka.dlq_topic)
+        assert [dict(d.headers)["dlq_reason"] for d in dlq] == [b"flow_key_missing"]
+        assert router.routing.stats.dlq == 1
         # Collected per key (an event every 0.1 s, at most a signal per 0.2 s per key):
         # fewer signals than events.
         assert 0 < _signals(aid) - signals < 14
