@@ -1,6 +1,6 @@
 """Scenario 17: the router and the worker SIGKILLed while events are batched.
 
-An activity with ``batch: {max_size: 10, timeout: 2s}``; id-less events flow through
+An activity with ``batch: {max_size: 10, timeout: 1s}``; id-less events flow through
 real ingress, router and worker processes while both router and worker are killed
 and restarted mid-stream (events assigned to open batches, batches closing, runs
 starting). Then the invariant of windows: every event is a member of exactly one
@@ -25,7 +25,10 @@ from tests.integration.flow.support import seed_flow_activity
 from tests.support.wait import eventually, quiet
 
 MAX_SIZE = 10
-FLOW = {"batch": {"max_size": MAX_SIZE, "timeout": "2s"}}
+FLOW = {"batch": {"max_size": MAX_SIZE, "timeout": "1s"}}
+# Produced in bursts of 15, more than the timeout apart: each burst fills one batch (closed
+# by count in the router) and leaves 5 for one closed by its timeout (in the worker).
+BURST = 15
 
 
 async def _members(pool: Any, aid: str) -> list[Any]:
@@ -49,10 +52,14 @@ async def _scenario(
     figures = fault.figures("17 router+worker SIGKILL, batched", events=events, dlq=0)
     produced = h.Produced()
     await pipe.spawn("ingress")
-    worker = await pipe.spawn("worker")
-    router = await pipe.spawn("router")
+    worker = await pipe.spawn("worker", metrics=True)
+    router = await pipe.spawn("router", metrics=True)
+    # Both polling before the stream starts: otherwise every batch fills up while the
+    # worker is still starting, and no batch would close by its timeout.
+    for child in (worker, router):
+        await eventually(child.ready, 90, f"the {child.kind} to be ready")
     producing = asyncio.create_task(
-        h.produce_paced(stack.kafka, topics.raw, events, etype, produce_seconds, produced, 20)
+        h.produce_paced(stack.kafka, topics.raw, events, etype, produce_seconds, produced, BURST)
     )
     for kill in range(kills):
         before = len(await _members(pool, aid))
@@ -99,7 +106,14 @@ async def _scenario(
     lost = expected - set(per_event)
     extra_runs = (set(runs) - batch_ids) | (set(execs) - batch_ids)
     dup_runs = [w for w, n in (runs + execs).items() if n > 2]
+    closed_by = Counter(
+        r["closed_by"] for r in await pool.fetch(
+            "SELECT closed_by FROM flow_windows WHERE activity_id = $1::uuid", aid
+        )
+    )  # fmt: skip
     figures.update(
+        full=closed_by["full"],
+        timeout=closed_by["timeout"],
         lost=len(lost),
         duplicate_runs=len(dup_runs),
         runs=len(runs),
@@ -116,6 +130,10 @@ async def _scenario(
         not dup_runs and all(n == 1 for n in runs.values()) and all(n == 1 for n in execs.values())
     )
     assert placed_at_last_kill < events, "every kill should land mid-stream"
+    # Every batch closed by count or by its timeout. How many by each depends on how long
+    # the killed worker takes to come back (the figures row shows it): a batch waiting on a
+    # dead worker's timer may fill up meanwhile, which is correct too.
+    assert closed_by["full"] + closed_by["timeout"] == len(by_window), closed_by
     await pipe.committed_to_end("router", 60)
 
 
@@ -125,7 +143,7 @@ async def test_router_and_worker_sigkill_while_batching(
 ):
     await _scenario(
         stack, cfg, topics, task_queue, temporal, db_pool, fault,
-        events=150, kills=1, produce_seconds=20,
+        events=150, kills=1, produce_seconds=30,
     )  # fmt: skip
 
 
