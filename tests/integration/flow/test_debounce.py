@@ -8,6 +8,8 @@ import asyncio
 import time
 import uuid
 
+from aiokafka import AIOKafkaProducer
+
 from pipeline import metrics as m
 from router.settings import RouterSettings
 from schemas import ids
@@ -67,14 +69,11 @@ async def test_a_burst_gives_one_run_with_the_last_event_per_key(cfg, temporal, 
                 cfg.kafka.events_topic,
                 [(b"x", db.event(etype, f"nokey-{tag}", other="x"), [])],
             )
-            for i in range(10):  # ten events spread over ~1 s, well within the period
-                batch = [c1[i]] + ([c2[i]] if i < len(c2) else [])
-                await kafka.produce(
-                    cfg.kafka.bootstrap_servers,
-                    cfg.kafka.events_topic,
-                    _msgs(etype, "c1", batch[:1]) + _msgs(etype, "c2", batch[1:]),
-                )
-                await asyncio.sleep(0.1)
+            # ten events for c1 and four for c2 at once, well within the period
+            burst = []
+            for i in range(10):
+                burst += _msgs(etype, "c1", c1[i : i + 1]) + _msgs(etype, "c2", c2[i : i + 1])
+            await kafka.produce(cfg.kafka.bootstrap_servers, cfg.kafka.events_topic, burst)
 
             async def done() -> bool:
                 rows = await runs(db_pool, aid)
@@ -98,8 +97,7 @@ async def test_a_burst_gives_one_run_with_the_last_event_per_key(cfg, temporal, 
         dlq = await kafka.read_all(cfg.kafka.bootstrap_servers, cfg.kafka.dlq_topic)
         assert [dict(d.headers)["dlq_reason"] for d in dlq] == [b"flow_key_missing"]
         assert router.routing.stats.dlq == 1
-        # Collected per key (an event every 0.1 s, at most a signal per 0.2 s per key):
-        # fewer signals than events.
+        # Collected per key (at most a signal per 0.2 s per key): fewer signals than events.
         assert 0 < _signals(aid) - signals < 14
         assert m.FLOW_DEBOUNCED.labels(activity=aid)._value.get() - debounced == 14  # type: ignore[attr-defined]
 
@@ -116,11 +114,15 @@ async def test_max_wait_runs_a_steady_stream_every_max_wait(cfg, temporal, db_po
         _, shutdown, task = await _router(cfg, temporal, db_pool, f"g-{tag}")
         try:
             t0 = time.monotonic()
-            for e in evs:  # ~8 s of stream
-                await kafka.produce(
-                    cfg.kafka.bootstrap_servers, cfg.kafka.events_topic, _msgs(etype, "k", [e])
-                )
-                await asyncio.sleep(0.25)
+            producer = AIOKafkaProducer(bootstrap_servers=cfg.kafka.bootstrap_servers, acks="all")
+            await producer.start()  # one producer: each send is a few ms, the pace is ours
+            try:
+                for e in evs:  # ~8 s of stream
+                    key, value, _ = _msgs(etype, "k", [e])[0]
+                    await producer.send_and_wait(cfg.kafka.events_topic, value, key=key)
+                    await asyncio.sleep(0.25)
+            finally:
+                await producer.stop()
             streamed = time.monotonic() - t0
 
             async def placed() -> int:
