@@ -359,8 +359,9 @@ class WindowRow:
     last_event_at: str
 
 
-async def open_windows(pool: asyncpg.Pool, activity_id: str | None = None) -> list[WindowRow]:
-    """Every debounce window and batch whose run has not started yet (per activity, key)."""
+async def open_windows(pool: Any, activity_id: str | None = None) -> list[WindowRow]:
+    """Every debounce window and batch whose run has not started yet (per activity, key);
+    ``pool``: a pool or a connection."""
     rows = await pool.fetch(
         "SELECT activity_id::text AS activity_id, kind, key, id, state, size, opened_at,"
         " last_event_at FROM flow_windows"
@@ -375,6 +376,15 @@ async def open_windows(pool: asyncpg.Pool, activity_id: str | None = None) -> li
         )
         for r in rows
     ]  # fmt: skip
+
+
+async def listing_source(conn: Any, activity_id: str | None = None) -> list[dict[str, Any]]:
+    """The ``windows`` column of ``ingest flow list`` (``router.flow.listing.SOURCES``):
+    per (activity, key), the debounce windows and batches whose run has not started."""
+    counts: dict[tuple[str, str], int] = {}
+    for w in await open_windows(conn, activity_id):
+        counts[(w.activity_id, w.key)] = counts.get((w.activity_id, w.key), 0) + 1
+    return [{"activity_id": a, "key": k, "windows": n} for (a, k), n in sorted(counts.items())]
 
 
 async def prune(pool: asyncpg.Pool, retention_days: float) -> int:

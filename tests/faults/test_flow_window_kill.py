@@ -1,4 +1,4 @@
-"""Scenario 17: the router and the worker SIGKILLed while events are batched.
+"""Scenario 20: the router and the worker SIGKILLed while events are batched.
 
 An activity with ``batch: {max_size: 10, timeout: 1s}``; id-less events flow through
 real ingress, router and worker processes while both router and worker are killed
@@ -49,7 +49,7 @@ async def _scenario(
     aid = await seed_flow_activity(pool, etype, FLOW)
     ep = h.Endpoints(stack.kafka, stack.temporal, cfg.database.url.get_secret_value())
     pipe = fault.pipeline(ep, topics, task_queue)
-    figures = fault.figures("17 router+worker SIGKILL, batched", events=events, dlq=0)
+    figures = fault.figures("20 router+worker SIGKILL, batched", events=events, dlq=0)
     produced = h.Produced()
     await pipe.spawn("ingress")
     worker = await pipe.spawn("worker", metrics=True)

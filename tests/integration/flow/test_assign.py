@@ -5,7 +5,15 @@ from __future__ import annotations
 
 import asyncio
 
-from router.flow.windows import ABSORBED, ASSIGNED, _Item, assign, open_windows, prune
+from router.flow.windows import (
+    ABSORBED,
+    ASSIGNED,
+    _Item,
+    assign,
+    listing_source,
+    open_windows,
+    prune,
+)
 from schemas.flow import BatchDef, DebounceDef
 from tests.integration.flow.support import seed_flow_activity, windows
 
@@ -64,6 +72,11 @@ async def test_keys_have_their_own_windows(db_pool):
         ("k2", ["c"]),
     ]
     assert {w.key for w in await open_windows(db_pool)} == {"k1", "k2"}
+    # ingest flow list's windows column: one not started window per key
+    assert await listing_source(db_pool, aid) == [
+        {"activity_id": aid, "key": "k1", "windows": 1},
+        {"activity_id": aid, "key": "k2", "windows": 1},
+    ]
 
 
 async def test_prune_deletes_only_started_windows_past_the_retention(db_pool):
