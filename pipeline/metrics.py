@@ -30,6 +30,7 @@ from prometheus_client.metrics import MetricWrapperBase
 LAYER_LEDGER = "ledger"  # the router's or dispatcher's PostgreSQL dedupe ledger
 LAYER_TEMPORAL = "temporal"  # Temporal answered WorkflowAlreadyStartedError
 LAYER_IDEMPOTENCY_KEY = "idempotency_key"  # a worker task whose key was already claimed
+LAYER_FLOW_WINDOW = "flow_window"  # an event already assigned to a debounce/batch window
 # Values of the `result` label of pipeline_runs_logged_total.
 RUN_INSERTED = "inserted"
 RUN_EXISTING = "existing"
@@ -203,6 +204,26 @@ FLOW_THROTTLE_DELAY = Histogram(
     buckets=(0.01, 0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600, 4 * 3600, 86400),
 )
 
+# Debounce and batch windows (router/flow/windows.py, workers/flow_window/).
+FLOW_DEBOUNCED = Counter(
+    "pipeline_flow_debounced_total",
+    "Events absorbed into a debounce window (each window then runs once, with its last"
+    " event); counted by the router when it first assigns the event.",
+    ["activity"],
+)
+FLOW_BATCH_SIZE = Histogram(
+    "pipeline_flow_batch_size",
+    "Events per batch run, observed by the worker once per batch it started.",
+    ["activity"],
+    buckets=(1, 2, 5, 10, 20, 50, 100, 200, 500, 1000),
+)
+FLOW_WINDOW_SIGNALS = Counter(
+    "pipeline_flow_window_signals_total",
+    "Signal-with-starts the router sent to window workflows (one per key per flush,"
+    " carrying every event collected for that key meanwhile).",
+    ["activity"],
+)
+
 # Labelled by values only data reveals: lag per assigned partition, unmatched event
 # types, pending fixes per activity, permits per declared resource. Their series
 # appear when the process first sees the value (permits: at the first gauge refresh).
@@ -219,6 +240,9 @@ DATA_LABELLED: frozenset[MetricWrapperBase] = frozenset(
         FLOW_RUNS_DELAYED,
         FLOW_RUNS_SKIPPED,
         FLOW_THROTTLE_DELAY,
+        FLOW_DEBOUNCED,
+        FLOW_BATCH_SIZE,
+        FLOW_WINDOW_SIGNALS,
     }
 )
 

@@ -70,6 +70,7 @@ class ReplayReport:
             "started": s.started,
             "skipped": s.skipped,
             "would_start": s.would_start,
+            "windowed": s.windowed,  # new members of debounce windows and batches
             "dlq": s.dlq,
             "unmatched": s.unmatched,
             **self.extra,

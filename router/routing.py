@@ -27,6 +27,7 @@ from router.catalog import ActivityCatalog
 from router.flow.gate import START, FlowGate
 from router.flow.keys import FlowKeys, read_keys
 from router.flow.store import FlowStore
+from router.flow.windows import ASSIGNED, Windows
 from router.ledger import Ledger, LedgerEntry
 from router.settings import RouterSettings
 from schemas import envelope
@@ -45,6 +46,7 @@ class Stats:
     temporal_duplicates: int = 0
     would_start: int = 0
     skipped: int = 0  # by the activity's flow (rate_limit, singleton): never started
+    windowed: int = 0  # events put into a debounce window or a batch (router/flow/windows.py)
     dlq: int = 0
     unmatched: int = 0
 
@@ -113,6 +115,8 @@ class Routing:
     dry_run: bool = False
     # Asked before every start (router/flow); None: every run starts at once.
     gate: FlowGate | None = None
+    # Debounce and batch: events of those activities go into windows, not starts.
+    windows: Windows | None = None
     stats: Stats = field(default_factory=Stats, init=False)
     # Acknowledged but not yet written to the ledger; flushed before each commit.
     pending_ledger: list[LedgerEntry] = field(default_factory=list, init=False)
@@ -162,8 +166,17 @@ class Routing:
 
     async def _start_all(
         self, msg: ConsumerRecord, runs: list[RunActivityInput], flows: dict[str, FlowKeys]
-    ) -> StartRejected | None:
-        async def one(run: RunActivityInput) -> StartRejected | None:
+    ) -> StartRejected | envelope.EnvelopeError | None:
+        async def one(run: RunActivityInput) -> StartRejected | envelope.EnvelopeError | None:
+            if self.windows is not None and self.windows.wants(run.activity_id):
+                # Debounce and batch: the window's run is started by its window workflow.
+                try:
+                    assigned = await self.windows.add(msg, run) == ASSIGNED
+                except (StartRejected, envelope.EnvelopeError) as exc:  # e.g. FlowKeyMissing
+                    return exc
+                self.stats.windowed += assigned
+                self.stats.ledger_duplicates += not assigned
+                return None
             async with self.sem:
                 decision = START
                 if self.gate is not None:
@@ -284,4 +297,12 @@ def build_routing(
         stopping=stopping,
         component=component,
         dry_run=dry_run,
+        windows=Windows(
+            pool=pool,
+            client=client,
+            task_queue=settings.temporal.task_queue,
+            catalog=catalog,
+            stopping=stopping,
+            component=component,
+        ),
     )

@@ -27,6 +27,7 @@ from pipeline.runtime import Shutdown
 from pipeline.settings import Settings
 from pipeline.starter import R_START_REJECTED, START_ERROR_LABELS
 from router.catalog import ActivityCatalog
+from router.flow import windows
 from router.routing import Routing, build_routing
 from router.settings import RouterSettings
 from schemas import envelope, flow
@@ -209,7 +210,7 @@ class Router:
                 log.warning("commit failed, will retry: %s", exc)
 
     async def _housekeeping(self) -> None:
-        """Consumer lag gauge every 5 s; ledger pruning every hour."""
+        """Consumer lag gauge every 5 s; ledger (and started flow windows) pruning every hour."""
         assert self.consumer is not None and self.routing is not None
         last_prune = 0.0
         while True:
@@ -228,6 +229,7 @@ class Router:
                     n = await self.routing.ledger.prune(self.rcfg.ledger_retention_days)
                     if self.routing.gate is not None:  # skip records live as long
                         n += await self.routing.gate.store.prune(self.rcfg.ledger_retention_days)
+                    n += await windows.prune(self.pool, self.rcfg.ledger_retention_days)
                     if n:
                         log.info(
                             "pruned %d ledger rows older than %.0f days",

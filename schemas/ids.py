@@ -1,4 +1,5 @@
-"""The only place workflow ids, run ids, event ids, schedule ids and permit ids are formed.
+"""The only place workflow ids, run ids, event ids, schedule ids and permit ids are formed
+(and the ids of debounced and batched runs and their window workflows, at the end).
 
 THESE FORMATS MUST NEVER CHANGE. They are the idempotency contract (README,
 "The contract"): Temporal rejects a second start of the same workflow id, the
@@ -170,3 +171,70 @@ def relay_transactional_id(instance: str) -> str:
     start a new relay from no progress (publishing the whole outbox again).
     """
     return f"ingest-outbox-relay:{_require('instance', instance)}"
+
+
+# --- debounce and batch windows (schemas/flow.py, docs/flow-control.md) ------------
+#
+# A debounced or batched run is not the run of one event but of a window of events,
+# so its id is derived from what the window CONTAINS, never from when it closed:
+# membership is decided once, in PostgreSQL (``flow_members``: one row per
+# (activity, event), written when the router assigns the event to a window), so a
+# redelivered or replayed event finds its window already decided, and the window's
+# members, hence its run id, are the same however often the events are read again.
+# Each event belongs to at most one window, so two windows never share a member and
+# never share an id. These formats, like every id here, must never change.
+
+WINDOW_PREFIX = "flow-window-"
+# The key of an activity whose debounce/batch has no ``key``: one window at a time for
+# the whole activity. ``schemas.flow.key_value`` never returns an empty string.
+NO_KEY = ""
+
+
+def _digest(parts: list[str]) -> str:
+    """128 bits of SHA-256 over length-prefixed parts: ``"{n}:{part}"`` each, ``n`` its
+    UTF-8 length, so no character of a part can move a boundary between two parts."""
+    h = hashlib.sha256()
+    for part in parts:
+        raw = part.encode()
+        h.update(f"{len(raw)}:".encode())
+        h.update(raw)
+    return h.hexdigest()[:32]
+
+
+def window_workflow_id(activity_id: str | uuid.UUID, key: str) -> str:
+    """``flow-window-{activity_id}:{digest(key)}``: the one window workflow per (activity,
+    key), fed by signal-with-start. The key is hashed (it is event data: any length, any
+    characters); ``ingest flow list`` shows it in clear from ``flow_windows``."""
+    return f"{WINDOW_PREFIX}{_require('activity_id', str(activity_id))}:{_digest([key])}"
+
+
+def batch_workflow_id(activity_id: str | uuid.UUID, event_ids: list[str]) -> str:
+    """``activity-{activity_id}:batch-{digest(sorted event ids)}``: the run of one batch.
+
+    The ids are sorted and de-duplicated first, so the order events arrived in (which a
+    replay across partitions need not reproduce) does not change the id.
+    """
+    members = sorted(set(event_ids))
+    if not members or not all(members):
+        raise ValueError("a batch needs at least one non-empty event id")
+    return f"activity-{_require('activity_id', str(activity_id))}:batch-{_digest(members)}"
+
+
+def debounce_workflow_id(
+    activity_id: str | uuid.UUID, first_event_id: str, last_event_id: str
+) -> str:
+    """``activity-{activity_id}:debounce-{digest(first, last)}``: the run of one debounce
+    window, from its first and last member (in the order the window recorded them).
+
+    The first member alone already names the window (an event is in one window only);
+    the last is the event the run sees, so the id also says which event ran.
+    """
+    first = _require("first_event_id", first_event_id)
+    last = _require("last_event_id", last_event_id)
+    return f"activity-{_require('activity_id', str(activity_id))}:debounce-{_digest([first, last])}"
+
+
+def window_lock_name(activity_id: str | uuid.UUID, key: str) -> str:
+    """The PostgreSQL advisory-lock name of one (activity, key)'s windows: the router's
+    assignments and the worker's closes take it, so they never interleave."""
+    return f"flow-window:{activity_id}:{key}"

@@ -19,6 +19,28 @@ TRIGGER_CRON = "cron"
 # The Temporal type name of the run workflow: the worker registers it under this
 # name and every starter (router, replay, cron dispatcher) starts it by it.
 RUN_ACTIVITY_WORKFLOW = "RunActivityWorkflow"
+# The per-(activity, key) debounce/batch window workflow (workers/flow_window): the
+# router signals it with start, the worker registers it.
+FLOW_WINDOW_WORKFLOW = "FlowWindowWorkflow"
+FLOW_WINDOW_SIGNAL = "windows"
+
+WINDOW_DEBOUNCE = "debounce"
+WINDOW_BATCH = "batch"
+
+
+@dataclass(frozen=True)
+class WindowInfo:
+    """What a debounced or batched run's window held (``RunActivityInput.window``)."""
+
+    kind: str  # "debounce" | "batch"
+    key: str  # the flow key's value ("" when the control has no key)
+    size: int  # events in the window
+    first_event_id: str
+    last_event_id: str
+    # "full" (a batch reached max_size), "timeout" (a batch's timeout after its first
+    # event), "quiet" (a debounce period without a new event), "max_wait" (a debounce
+    # window held for max_wait)
+    closed_by: str
 
 
 @dataclass(frozen=True)
@@ -32,6 +54,11 @@ class RunActivityInput:
     scheduled_for: str | None = None
     context_window_start: str | None = None
     context_window_end: str | None = None
+    # Set only on a debounced or batched run (optional, so histories recorded before
+    # them replay unchanged). A debounce run's ``event`` is the window's last event;
+    # a batch run has no single event: ``events`` holds all of them, in arrival order.
+    window: WindowInfo | None = None
+    events: list[dict[str, Any]] | None = None
 
     @classmethod
     def for_event(cls, activity_id: str, event_id: str, event: dict[str, Any]) -> RunActivityInput:
@@ -44,6 +71,38 @@ class RunActivityInput:
             trigger_kind=TRIGGER_EVENT,
             event_id=event_id,
             event=event,
+        )
+
+    @classmethod
+    def for_window(
+        cls,
+        activity_id: str,
+        kind: str,
+        key: str,
+        members: list[tuple[str, dict[str, Any]]],
+        closed_by: str,
+    ) -> RunActivityInput:
+        """The run of one closed window; ``members``: (event id, envelope), in the order
+        the window recorded them. The id comes from the members (schemas.ids)."""
+        if not members:
+            raise ValueError("a window run needs at least one event")
+        first, last = members[0][0], members[-1][0]
+        if kind == WINDOW_DEBOUNCE:
+            wid = ids.debounce_workflow_id(activity_id, first, last)
+        elif kind == WINDOW_BATCH:
+            wid = ids.batch_workflow_id(activity_id, [m[0] for m in members])
+        else:
+            raise ValueError(f"window kind must be debounce or batch, got {kind!r}")
+        debounce = kind == WINDOW_DEBOUNCE
+        return cls(
+            activity_id=activity_id,
+            workflow_id=wid,
+            run_id=str(ids.run_id_for(wid)),
+            trigger_kind=TRIGGER_EVENT,
+            event_id=last if debounce else None,
+            event=members[-1][1] if debounce else None,
+            window=WindowInfo(kind, key, len(members), first, last, closed_by),
+            events=None if debounce else [m[1] for m in members],
         )
 
     @classmethod
@@ -315,3 +374,67 @@ class RecordFixInput:
     task_type: str
     entry: FixEntry
     payload: dict[str, Any] | None = None  # a fix: the patched payload the retry runs with
+
+
+# --- debounce and batch windows (workers/flow_window, router/flow/windows.py) ------
+
+
+@dataclass(frozen=True)
+class WindowNote:
+    """One window's news in a signal to its window workflow.
+
+    ``new_events``: events assigned to it since the last note (0 when the router only
+    repeats a note after a redelivery, which must not push a debounce back);
+    ``closed``: the router closed it (a batch reached max_size), start it now. The
+    timing of the window travels with it, so a definition edited while it is open
+    does not change it.
+    """
+
+    window_id: int
+    kind: str  # "debounce" | "batch"
+    new_events: int
+    closed: bool = False
+    period: float | None = None  # debounce
+    max_wait: float | None = None  # debounce
+    timeout: float | None = None  # batch
+
+
+@dataclass(frozen=True)
+class FlowWindowSignal:
+    notes: list[WindowNote]
+
+
+@dataclass(frozen=True)
+class OpenWindow:
+    """A window the window workflow waits on; times are ISO-8601 workflow time."""
+
+    note: WindowNote
+    opened_at: str
+    last_event_at: str
+    closed: bool = False
+
+
+@dataclass(frozen=True)
+class FlowWindowInput:
+    activity_id: str
+    key: str
+    # Carried over continue-as-new: the windows still open, and how many runs came before.
+    windows: list[OpenWindow] = field(default_factory=list)
+    continued_runs: int = 0
+
+
+@dataclass(frozen=True)
+class CloseWindowInput:
+    activity_id: str
+    key: str
+    window_id: int
+    # Why the workflow closes it (its timer): "timeout", "quiet" or "max_wait". A window
+    # the router already closed ("full") keeps its reason.
+    reason: str
+
+
+@dataclass(frozen=True)
+class CloseWindowResult:
+    outcome: str  # "started" | "duplicate" | "already_started" | "empty"
+    workflow_id: str | None = None
+    size: int = 0

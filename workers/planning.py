@@ -20,6 +20,7 @@ share a rendered idempotency key unless the template uses ``{index}``.
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
+from dataclasses import asdict
 from typing import Any
 
 from schemas.approval_io import APPROVAL_TASK_TYPE
@@ -37,7 +38,7 @@ class PlanError(IngestError, ValueError):
 
 
 def run_fields(run: RunActivityInput) -> dict[str, Any]:
-    return {
+    fields: dict[str, Any] = {
         "activity_id": run.activity_id,
         "run_id": run.run_id,
         "workflow_id": run.workflow_id,
@@ -47,6 +48,9 @@ def run_fields(run: RunActivityInput) -> dict[str, Any]:
         "context_window_start": run.context_window_start,
         "context_window_end": run.context_window_end,
     }
+    if run.window is not None:  # a debounced or batched run: what its window held
+        fields["window"] = asdict(run.window)
+    return fields
 
 
 def trigger_context(run: RunActivityInput) -> dict[str, Any]:
@@ -89,6 +93,8 @@ def plan(
                         f"{task.idempotency_key!r}: {exc}"
                     ) from None
             payload = {**task.payload, "trigger": trigger, "event": run.event}
+            if run.events is not None:  # a batch: every event of it, in arrival order
+                payload["events"] = run.events
             specs.append(
                 TaskSpec(
                     task_type=task.type,

@@ -21,6 +21,7 @@ from typing import Any, TypeAlias
 
 import asyncpg
 
+from router.flow import windows
 from router.flow.throttle import Gcra
 from schemas.flow import FlowDef
 
@@ -96,8 +97,8 @@ def _at(r: asyncpg.Record) -> dict[str, Any]:
     return {"activity_id": r["activity_id"], "key": r["key"]}
 
 
-# The concurrency (slots_in_use, waiting) and window (windows) controls add theirs here.
-SOURCES: list[Source] = [_gcra, _singletons, _skips]
+# The concurrency control (slots_in_use, waiting) adds its source here.
+SOURCES: list[Source] = [_gcra, _singletons, _skips, windows.listing_source]
 
 
 async def flow_rows(conn: Conn, activity_id: str | None = None) -> list[dict[str, Any]]:

@@ -100,6 +100,9 @@ FULL_SIZES = {
     "server_history_kill": Size(1000, fixed_seconds=90),
     "server_frontend_kill": Size(1000, fixed_seconds=90),
     "server_postgres_outage": Size(1000, fixed_seconds=120),
+    # batches of 10 (1,000 events, 100 runs); 6 kills of router and worker together
+    # x (restarts ~10 s + waiting for progress)
+    "flow_window_kill": Size(100, fixed_seconds=150),
 }
 
 
