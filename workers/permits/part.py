@@ -16,6 +16,9 @@ import logging
 import asyncpg
 
 from pipeline.metrics import (
+    FLOW_OLDEST_WAIT,
+    FLOW_RUNS_WAITING,
+    FLOW_SLOTS_IN_USE,
     PERMIT_CAPACITY,
     PERMIT_CONFLICTS,
     PERMIT_LEASE_EXPIRED,
@@ -23,8 +26,9 @@ from pipeline.metrics import (
     start_at_zero,
 )
 from workers.parts import PartDeps, WorkerPart
-from workers.permits import store
+from workers.permits import flow_store, store
 from workers.permits.activities import PermitActivities
+from workers.permits.flow_activities import STALE_SECONDS, FlowActivities
 from workers.permits.workflow import PermitSlotWorkflow
 
 log = logging.getLogger(__name__)
@@ -40,16 +44,36 @@ async def refresh_gauges(pool: asyncpg.Pool) -> None:
         start_at_zero(PERMIT_LEASE_EXPIRED, resource=[resource])
 
 
+async def refresh_flow_gauges(pool: asyncpg.Pool) -> None:
+    """Per activity with flow.concurrency: slots in use, runs waiting, the oldest wait.
+
+    Every such activity gets its series (0 when idle), also once its keys are cleaned up.
+    """
+    totals = {a: [0, 0, 0.0] for a in await flow_store.concurrency_activities(pool)}
+    for use in await flow_store.key_use(pool, STALE_SECONDS):
+        t = totals.setdefault(use.activity_id, [0, 0, 0.0])
+        t[0] += use.in_use
+        t[1] += use.waiting
+        t[2] = max(t[2], use.oldest_wait_seconds or 0.0)
+    for activity, (in_use, waiting, oldest) in totals.items():
+        FLOW_SLOTS_IN_USE.labels(activity=activity).set(in_use)
+        FLOW_RUNS_WAITING.labels(activity=activity).set(waiting)
+        FLOW_OLDEST_WAIT.labels(activity=activity).set(oldest)
+
+
 def permit_part(deps: PartDeps) -> WorkerPart:
-    """``PermitSlotWorkflow``, the fencing-token activities and the held-permits gauge."""
+    """``PermitSlotWorkflow``, the fencing-token and flow-concurrency activities, and the
+    held-permits and flow gauges. Runs of an activity with ``flow.concurrency`` need it."""
 
     async def refresher() -> None:
         while True:
-            try:
-                await refresh_gauges(deps.pool)
-            except (asyncpg.PostgresError, OSError) as exc:
-                log.warning("permit gauges not refreshed: %s", exc)
+            for what, refresh in (("permit", refresh_gauges), ("flow", refresh_flow_gauges)):
+                try:
+                    await refresh(deps.pool)
+                except (asyncpg.PostgresError, OSError) as exc:
+                    log.warning("%s gauges not refreshed: %s", what, exc)
             await asyncio.sleep(REFRESH_SECONDS)
 
     acts = PermitActivities(deps.pool)
-    return WorkerPart("permits", (PermitSlotWorkflow,), acts.all(), (refresher,))
+    flow = FlowActivities(deps.pool, deps.worker_settings.flow_slot_lease_seconds)
+    return WorkerPart("permits", (PermitSlotWorkflow,), [*acts.all(), *flow.all()], (refresher,))

@@ -1,0 +1,154 @@
+"""PostgreSQL side of flow concurrency: the wait queue and the per-key resources.
+
+A slot is held while its ``permit_slots`` row is (same rule as task permits:
+``store.HELD``). ``flow_waiters`` orders the runs waiting for a resource by
+(priority, seq); a waiter counts while it was seen within ``stale_seconds`` (every
+round refreshes it). ``flow_slot_keys`` names the activity and key value behind a
+resource; it and the resource's ended slot rows go when the resource is idle.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import asyncpg
+
+from schemas.workflow_io import FlowSlot
+from workers.permits.store import HELD, RECORD_ACQUIRE
+
+_LIVE = "w.seen_at > now() - make_interval(secs => $2)"
+
+_ROUND = (
+    "WITH k AS (INSERT INTO flow_slot_keys (resource, activity_id, key, slot_limit)"
+    " VALUES ($1, $3, $4, $5) ON CONFLICT (resource) DO UPDATE SET slot_limit = $5"
+    " WHERE flow_slot_keys.slot_limit <> $5),"
+    " me AS (INSERT INTO flow_waiters AS f (resource, holder, priority) VALUES ($1, $6, $7)"
+    " ON CONFLICT (resource, holder) DO UPDATE SET seen_at = now() RETURNING f.priority, f.seq)"
+    " SELECT (SELECT count(*) FROM permit_slots s WHERE s.resource = $1 AND " + HELD + ") AS held,"
+    " (SELECT count(*) FROM flow_waiters w, me WHERE w.resource = $1 AND w.holder <> $6"
+    " AND " + _LIVE + " AND (w.priority, w.seq) < (me.priority, me.seq)) AS ahead"
+)
+
+
+async def queue_round(
+    pool: asyncpg.Pool, slot: FlowSlot, holder: str, stale_seconds: float
+) -> tuple[int, int]:
+    """Queue ``holder`` (once; later rounds keep its place): (slots held, live waiters ahead)."""
+    row = await pool.fetchrow(
+        _ROUND,
+        slot.resource,
+        stale_seconds,
+        slot.activity_id,
+        slot.key,
+        slot.limit,
+        holder,
+        slot.priority,
+    )
+    assert row is not None
+    return int(row["held"]), int(row["ahead"])
+
+
+async def record_acquired(
+    pool: asyncpg.Pool, slot: FlowSlot, holder: str, permit_slot: str, run_id: str, lease: float
+) -> tuple[int, bool]:
+    """Leave the queue and record the held slot in one transaction: (token, fresh)."""
+    async with pool.acquire() as con, con.transaction():
+        await con.execute(
+            "DELETE FROM flow_waiters WHERE resource = $1 AND holder = $2", slot.resource, holder
+        )
+        row = await con.fetchrow(
+            RECORD_ACQUIRE, slot.resource, permit_slot, run_id, holder, max(1, round(lease))
+        )
+    assert row is not None
+    return int(row["token"]), bool(row["fresh"])
+
+
+async def after_release(
+    pool: asyncpg.Pool, slot: FlowSlot, holder: str, stale_seconds: float
+) -> list[str]:
+    """After ``holder`` left (released, or gave up waiting): the waiters whose turn it is.
+
+    Also sweeps the resource's silent waiters, and when nobody holds or waits, deletes
+    the resource (its key row and its ended slot rows: never a held one).
+    """
+    async with pool.acquire() as con, con.transaction():
+        await con.execute(
+            "DELETE FROM flow_waiters w WHERE w.resource = $1"
+            " AND (w.holder = $3 OR NOT (" + _LIVE + "))",
+            slot.resource,
+            stale_seconds,
+            holder,
+        )
+        held = await con.fetchval(
+            "SELECT count(*) FROM permit_slots s WHERE s.resource = $1 AND " + HELD,
+            slot.resource,
+        )
+        free = max(0, slot.limit - int(held))
+        rows = await con.fetch(
+            "SELECT holder FROM flow_waiters WHERE resource = $1 ORDER BY priority, seq LIMIT $2",
+            slot.resource,
+            max(free, 1),
+        )
+        if not rows and held == 0:
+            await con.execute(
+                "DELETE FROM permit_slots WHERE resource = $1 AND ended_at IS NOT NULL",
+                slot.resource,
+            )
+            await con.execute("DELETE FROM flow_slot_keys WHERE resource = $1", slot.resource)
+    return [r["holder"] for r in rows[:free]]
+
+
+@dataclass(frozen=True)
+class KeyUse:
+    """Slots in use and runs waiting for one (activity, key) resource."""
+
+    activity_id: str
+    activity_name: str | None
+    key: str | None
+    resource: str
+    limit: int
+    in_use: int
+    waiting: int
+    oldest_wait_seconds: float | None  # the longest-waiting live waiter
+
+
+_USE = (
+    "SELECT k.resource, k.activity_id::text AS activity_id, a.name, k.key, k.slot_limit,"
+    " (SELECT count(*) FROM permit_slots s WHERE s.resource = k.resource AND " + HELD + ")"
+    " AS in_use,"
+    " (SELECT count(*) FROM flow_waiters w WHERE w.resource = k.resource AND " + _LIVE + ")"
+    " AS waiting,"
+    " (SELECT extract(epoch FROM now() - min(w.arrived_at))::float8 FROM flow_waiters w"
+    " WHERE w.resource = k.resource AND " + _LIVE + ") AS oldest"
+    " FROM flow_slot_keys k LEFT JOIN activities a ON a.id = k.activity_id"
+    " WHERE $1::uuid IS NULL OR k.activity_id = $1"
+    " ORDER BY a.name, k.activity_id, k.key NULLS FIRST"
+)
+
+
+async def key_use(
+    pool: asyncpg.Pool, stale_seconds: float, activity_id: str | None = None
+) -> list[KeyUse]:
+    """One row per resource in use (every activity, or one)."""
+    rows = await pool.fetch(_USE, activity_id, stale_seconds)
+    return [
+        KeyUse(
+            r["activity_id"],
+            r["name"],
+            r["key"],
+            r["resource"],
+            int(r["slot_limit"]),
+            int(r["in_use"]),
+            int(r["waiting"]),
+            r["oldest"],
+        )
+        for r in rows
+    ]
+
+
+async def concurrency_activities(pool: asyncpg.Pool) -> list[str]:
+    """Ids of the activities whose definition has ``flow.concurrency`` (for the gauges)."""
+    rows = await pool.fetch(
+        "SELECT id::text AS id FROM activities WHERE flow ? 'concurrency' ORDER BY id"
+    )
+    return [r["id"] for r in rows]
