@@ -20,8 +20,10 @@ async def seed_activity(
     trigger: dict[str, Any] | None = None,
     enabled: bool = True,
     activity_id: uuid.UUID | None = None,
+    flow: dict[str, Any] | None = None,
 ) -> str:
-    """Insert one activity (event-triggered on ``event_type`` unless ``trigger``); its id."""
+    """Insert one activity (event-triggered on ``event_type`` unless ``trigger``, paced by
+    ``flow`` when given); its id."""
     aid = activity_id or uuid.uuid4()
     act = ActivityDef.model_validate(
         {
@@ -30,6 +32,7 @@ async def seed_activity(
             "enabled": enabled,
             "trigger": trigger or {"type": "event", "event_type": event_type},
             "tasks": tasks if tasks is not None else [{"type": "noop"}],
+            "flow": flow,
         }
     )
     await store.upsert(pool, [act])
