@@ -34,6 +34,7 @@ from pipeline.metrics import (
 )
 from schemas.definitions import TaskDef
 from schemas.flow import FlowDef, FlowKeyMissing
+from schemas.flow_concurrency import flow_slot_for
 from schemas.ids import run_id_for
 from schemas.status import RUN_OUTCOMES, TASK_TRANSITIONS, TaskStatus
 from schemas.workflow_io import (
@@ -54,7 +55,6 @@ from workers import store
 from workers.fix_audit import FIX_ACTIONS
 from workers.handlers import PermanentTaskError, Registry, Resources, TaskContext
 from workers.permits.fencing import permit_for
-from workers.permits.flow_spec import flow_slot_for
 from workers.planning import PlanError, plan
 
 log = logging.getLogger(__name__)

@@ -17,6 +17,7 @@ import asyncpg
 from temporalio import activity
 
 from pipeline.metrics import FLOW_WAIT
+from schemas.flow_concurrency import WAITER_STALE_SECONDS
 from schemas.workflow_io import (
     FlowAcquiredInput,
     FlowReleasedInput,
@@ -27,11 +28,11 @@ from schemas.workflow_io import (
 )
 from workers.permits import flow_store
 
-# A waiting run polls at least every MAX_BACKOFF (a release also wakes it by signal);
-# one not seen for STALE_ROUNDS of that (its run was terminated) no longer counts.
+# A waiting run asks again at least every MAX_BACKOFF (a release also wakes it by
+# signal); one not seen for WAITER_STALE_SECONDS (4 of those) no longer counts.
 BACKOFF_SECONDS = 2.0
 MAX_BACKOFF_SECONDS = 30.0
-STALE_SECONDS = 4 * MAX_BACKOFF_SECONDS
+STALE_SECONDS = WAITER_STALE_SECONDS
 DEFAULT_LEASE_SECONDS = 3600.0
 
 

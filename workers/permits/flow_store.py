@@ -99,56 +99,32 @@ async def after_release(
 
 
 @dataclass(frozen=True)
-class KeyUse:
-    """Slots in use and runs waiting for one (activity, key) resource."""
+class ActivityUse:
+    """One activity's slots in use and runs waiting, over all its keys (the gauges)."""
 
     activity_id: str
-    activity_name: str | None
-    key: str | None
-    resource: str
-    limit: int
     in_use: int
     waiting: int
-    oldest_wait_seconds: float | None  # the longest-waiting live waiter
+    oldest_wait_seconds: float  # the longest-waiting live waiter (0: none waits)
 
 
+# Every activity whose definition has flow.concurrency, idle ones at 0.
 _USE = (
-    "SELECT k.resource, k.activity_id::text AS activity_id, a.name, k.key, k.slot_limit,"
-    " (SELECT count(*) FROM permit_slots s WHERE s.resource = k.resource AND " + HELD + ")"
-    " AS in_use,"
-    " (SELECT count(*) FROM flow_waiters w WHERE w.resource = k.resource AND " + _LIVE + ")"
-    " AS waiting,"
-    " (SELECT extract(epoch FROM now() - min(w.arrived_at))::float8 FROM flow_waiters w"
-    " WHERE w.resource = k.resource AND " + _LIVE + ") AS oldest"
-    " FROM flow_slot_keys k LEFT JOIN activities a ON a.id = k.activity_id"
-    " WHERE $1::uuid IS NULL OR k.activity_id = $1"
-    " ORDER BY a.name, k.activity_id, k.key NULLS FIRST"
+    "SELECT a.id::text AS activity_id,"
+    " (SELECT count(*) FROM flow_slot_keys k JOIN permit_slots s ON s.resource = k.resource"
+    " WHERE k.activity_id = a.id AND " + HELD + ") AS in_use,"
+    " (SELECT count(*) FROM flow_slot_keys k JOIN flow_waiters w ON w.resource = k.resource"
+    " WHERE k.activity_id = a.id AND " + _LIVE.replace("$2", "$1") + ") AS waiting,"
+    " (SELECT coalesce(extract(epoch FROM now() - min(w.arrived_at)), 0)::float8"
+    " FROM flow_slot_keys k JOIN flow_waiters w ON w.resource = k.resource"
+    " WHERE k.activity_id = a.id AND " + _LIVE.replace("$2", "$1") + ") AS oldest"
+    " FROM activities a WHERE a.flow ? 'concurrency' ORDER BY a.id"
 )
 
 
-async def key_use(
-    pool: asyncpg.Pool, stale_seconds: float, activity_id: str | None = None
-) -> list[KeyUse]:
-    """One row per resource in use (every activity, or one)."""
-    rows = await pool.fetch(_USE, activity_id, stale_seconds)
+async def activity_use(pool: asyncpg.Pool, stale_seconds: float) -> list[ActivityUse]:
+    rows = await pool.fetch(_USE, stale_seconds)
     return [
-        KeyUse(
-            r["activity_id"],
-            r["name"],
-            r["key"],
-            r["resource"],
-            int(r["slot_limit"]),
-            int(r["in_use"]),
-            int(r["waiting"]),
-            r["oldest"],
-        )
+        ActivityUse(r["activity_id"], int(r["in_use"]), int(r["waiting"]), float(r["oldest"]))
         for r in rows
     ]
-
-
-async def concurrency_activities(pool: asyncpg.Pool) -> list[str]:
-    """Ids of the activities whose definition has ``flow.concurrency`` (for the gauges)."""
-    rows = await pool.fetch(
-        "SELECT id::text AS id FROM activities WHERE flow ? 'concurrency' ORDER BY id"
-    )
-    return [r["id"] for r in rows]

@@ -45,20 +45,12 @@ async def refresh_gauges(pool: asyncpg.Pool) -> None:
 
 
 async def refresh_flow_gauges(pool: asyncpg.Pool) -> None:
-    """Per activity with flow.concurrency: slots in use, runs waiting, the oldest wait.
-
-    Every such activity gets its series (0 when idle), also once its keys are cleaned up.
-    """
-    totals = {a: [0, 0, 0.0] for a in await flow_store.concurrency_activities(pool)}
-    for use in await flow_store.key_use(pool, STALE_SECONDS):
-        t = totals.setdefault(use.activity_id, [0, 0, 0.0])
-        t[0] += use.in_use
-        t[1] += use.waiting
-        t[2] = max(t[2], use.oldest_wait_seconds or 0.0)
-    for activity, (in_use, waiting, oldest) in totals.items():
-        FLOW_SLOTS_IN_USE.labels(activity=activity).set(in_use)
-        FLOW_RUNS_WAITING.labels(activity=activity).set(waiting)
-        FLOW_OLDEST_WAIT.labels(activity=activity).set(oldest)
+    """Per activity with flow.concurrency: slots in use, runs waiting, the oldest wait
+    (every such activity, at 0 when idle; keys are left to ``ingest flow list``)."""
+    for use in await flow_store.activity_use(pool, STALE_SECONDS):
+        FLOW_SLOTS_IN_USE.labels(activity=use.activity_id).set(use.in_use)
+        FLOW_RUNS_WAITING.labels(activity=use.activity_id).set(use.waiting)
+        FLOW_OLDEST_WAIT.labels(activity=use.activity_id).set(use.oldest_wait_seconds)
 
 
 def permit_part(deps: PartDeps) -> WorkerPart:

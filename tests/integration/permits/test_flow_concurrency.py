@@ -10,14 +10,18 @@ import asyncio
 from collections import defaultdict
 from datetime import datetime
 from typing import Any
+from unittest.mock import ANY
 
 import asyncpg
 import pytest
+from prometheus_client import REGISTRY
 from temporalio.client import Client, WorkflowExecutionStatus
 
+from router.flow.concurrency_view import concurrency_rows
 from schemas.ids import flow_resource, permit_workflow_id
 from tests.support.runs import event_run, registry_with, start_run
 from tests.support.wait import eventually
+from workers.permits.part import refresh_flow_gauges
 
 from .flow_handlers import FLOW_VISITS_DDL, flow_visit, insert_flow_activity
 from .handlers import max_inside
@@ -130,6 +134,27 @@ async def test_priority_orders_the_waiting_runs(cfg, temporal, flow_pool, permit
             for r in await pool.fetch("SELECT holder FROM flow_waiters ORDER BY priority, seq")
         ]
         assert await _inside(pool, blocker.run_id)
+        # What `ingest flow list` and the gauges show meanwhile.
+        assert await concurrency_rows(pool, activity_id) == [
+            {
+                "activity_id": activity_id,
+                "key": "",
+                "slots_in_use": 1,
+                "waiting": 6,
+                "concurrency_limit": 1,
+                "oldest_wait_seconds": ANY,
+            }
+        ]
+        await refresh_flow_gauges(pool)
+        gauges = {
+            name: REGISTRY.get_sample_value(name, {"activity": activity_id})
+            for name in ("pipeline_flow_slots_in_use", "pipeline_flow_runs_waiting")
+        }
+        assert gauges == {"pipeline_flow_slots_in_use": 1, "pipeline_flow_runs_waiting": 6}
+        oldest = REGISTRY.get_sample_value(
+            "pipeline_flow_oldest_wait_seconds", {"activity": activity_id}
+        )
+        assert oldest is not None and oldest > 0
         await pool.execute("UPDATE flow_gates SET open = true")
         results = await asyncio.wait_for(asyncio.gather(*(h.result() for h in handles)), 120)
 
@@ -140,6 +165,11 @@ async def test_priority_orders_the_waiting_runs(cfg, temporal, flow_pool, permit
     # Priority first: the three priority-1 runs (which arrived last) went first.
     assert set(order[1:4]) == {r.run_id for r in early}
     assert set(order[4:]) == {r.run_id for r in late}
+    waits = REGISTRY.get_sample_value("pipeline_flow_wait_seconds_count", {"activity": activity_id})
+    assert waits == 7  # every run observed its wait once (the blocker's was ~0)
+    assert await concurrency_rows(pool, activity_id) == []  # cleaned up once idle
+    await refresh_flow_gauges(pool)
+    assert REGISTRY.get_sample_value("pipeline_flow_runs_waiting", {"activity": activity_id}) == 0
 
 
 async def _inside(pool: asyncpg.Pool, run_id: str) -> bool:

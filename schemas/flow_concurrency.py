@@ -1,5 +1,7 @@
 """Which concurrency slot a run holds: ``flow.concurrency`` and ``flow.priority`` applied
-to the run's event (pure; ``start_run`` calls it, and its result is recorded with the plan).
+to the run's event (pure). The worker's ``start_run`` calls :func:`flow_slot_for` and
+records the result with the plan; the router's flow gate can call :func:`priority_of`
+to dead-letter a bad priority before it starts anything.
 
 The key is read with :func:`schemas.flow.key_value` (a missing or null key is
 :class:`~schemas.flow.FlowKeyMissing`, DLQ reason ``flow_key_missing``). A priority
@@ -17,6 +19,10 @@ from schemas.ids import flow_resource
 from schemas.workflow_io import FlowSlot
 
 DEFAULT_PRIORITY = 3  # Temporal's default priority key: the middle of 1..5
+# A waiting run refreshes its place in the queue at least every 30 s (its longest wait
+# between rounds); a waiter not seen for this long (its run was terminated) no longer
+# counts, in the queue order nor in `ingest flow list`.
+WAITER_STALE_SECONDS = 120.0
 
 
 def priority_of(priority: PriorityDef | None, event: dict[str, Any] | None) -> int:
