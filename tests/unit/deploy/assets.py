@@ -67,6 +67,7 @@ RUNBOOK_ANCHORS = frozenset(
         "adding-partitions-or-replicas",
         "permits-saturated",
         "approvals-escalated",
+        "flow-wait-too-long",
     }
 )
 
