@@ -3,8 +3,9 @@
 ``flow_visits`` rows (run, key, priority, worker, attempt, entered_at, exited_at) use the
 database's clock, so intervals from several processes compare. ``data.hold`` (seconds)
 is how long the handler stays inside; ``data.gate`` names a ``flow_gates`` row it
-waits for (open = true) before leaving. Importable by a worker subprocess
-(INGEST_TASK_HANDLERS), where the pool comes from ``DATABASE_URL``.
+waits for (open = true) before leaving; ``data.fail`` fails the task once it left.
+Importable by a worker subprocess (INGEST_TASK_HANDLERS), where the pool comes from
+``DATABASE_URL``.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import asyncpg
 from schemas.definitions import ActivityDef, EventTrigger, TaskDef
 from schemas.flow import FlowDef
 from tests.support.wait import wait_until
-from workers.handlers import TaskContext, register
+from workers.handlers import PermanentTaskError, TaskContext, register
 
 from .handlers import env_pool
 
@@ -43,6 +44,8 @@ async def flow_visit(pool: asyncpg.Pool, ctx: TaskContext, worker: str = "test")
     if gate:
         assert await wait_until(lambda: _gate_open(pool, gate), 300, 0.1), f"gate {gate} shut"
     await pool.execute("UPDATE flow_visits SET exited_at = clock_timestamp() WHERE id = $1", vid)
+    if data.get("fail"):
+        raise PermanentTaskError("told to fail")
 
 
 async def _gate_open(pool: asyncpg.Pool, gate: str) -> bool:

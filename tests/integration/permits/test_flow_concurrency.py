@@ -193,3 +193,46 @@ async def test_a_bad_priority_fails_the_plan_naming_the_field(
             await asyncio.wait_for(handle.result(), 60)
     assert "flow.priority.key 'data.p': is 9, not an integer 1..5" in str(info.value.cause)
     assert await pool.fetchval("SELECT count(*) FROM flow_visits") == 0
+
+
+async def test_the_slot_is_released_on_failure_and_on_cancel(
+    cfg, temporal, flow_pool, permit_worker
+):
+    """Limit 1: a run whose task fails, a run cancelled while it waits and a run
+    cancelled while it holds the slot all give it up; the last run still gets it."""
+    pool = flow_pool
+    await pool.execute("INSERT INTO flow_gates VALUES ('g', false)")
+    activity_id = await insert_flow_activity(pool, {"concurrency": {"limit": 1}})
+    failing = event_run(activity_id, data={"fail": True})
+    holder = event_run(activity_id, data={"gate": "g"})
+    waiter = event_run(activity_id)
+    last = event_run(activity_id)
+
+    async def waiting(*runs: Any) -> bool:
+        rows = await pool.fetch("SELECT holder FROM flow_waiters")
+        return {r["holder"] for r in rows} == {r.workflow_id for r in runs}
+
+    q = cfg.temporal.task_queue
+    async with permit_worker(_registry(pool)):
+        failed = await (await start_run(temporal, failing, q)).result()
+        assert failed.status == "failed"
+        h_holder = await start_run(temporal, holder, q)
+        await eventually(lambda: _inside(pool, holder.run_id), 60, "holder inside")
+        h_waiter = await start_run(temporal, waiter, q)
+        await eventually(lambda: waiting(waiter), 60, "waiter queued")
+        await h_waiter.cancel()
+        await eventually(lambda: waiting(), 60, "the cancelled waiter left the queue")
+        h_last = await start_run(temporal, last, q)
+        await eventually(lambda: waiting(last), 60, "last queued")
+        await h_holder.cancel()  # its task is cancelled too; the slot must come free
+        result = await asyncio.wait_for(h_last.result(), 120)
+        await eventually(
+            lambda: _zero(pool, "SELECT count(*) FROM flow_slot_keys"), 30, "key cleaned up"
+        )
+        for h in (h_holder, h_waiter):
+            assert (await h.describe()).status == WorkflowExecutionStatus.CANCELED
+
+    assert result.status == "succeeded"
+    entered = [v["run_id"] for v in await _visits(pool)]
+    assert entered == [failing.run_id, holder.run_id, last.run_id]  # the waiter never ran
+    await assert_nothing_leaked(pool, temporal, [flow_resource(activity_id, None)])
