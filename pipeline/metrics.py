@@ -142,6 +142,32 @@ PERMIT_LEASE_EXPIRED = Counter(
     ["resource"],
 )
 
+# Flow concurrency (workers/permits/flow_*.py): runs of an activity with
+# flow.concurrency hold a permit slot per key value. Labelled by activity only (keys
+# are event data, unbounded): `ingest flow list` shows each key. The gauges come from
+# PostgreSQL (the same in every worker: aggregate with max, never sum).
+FLOW_WAIT = Histogram(
+    "pipeline_flow_wait_seconds",
+    "Time a run of a concurrency-limited activity waited for its slot (first round to holding it).",
+    ["activity"],
+    buckets=(0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600),
+)
+FLOW_SLOTS_IN_USE = Gauge(
+    "pipeline_flow_slots_in_use",
+    "Concurrency slots held by runs, summed over the activity's keys (from permit_slots).",
+    ["activity"],
+)
+FLOW_RUNS_WAITING = Gauge(
+    "pipeline_flow_runs_waiting",
+    "Runs waiting for a concurrency slot, summed over the activity's keys (flow_waiters).",
+    ["activity"],
+)
+FLOW_OLDEST_WAIT = Gauge(
+    "pipeline_flow_oldest_wait_seconds",
+    "How long the activity's longest-waiting run has waited for its slot so far (0: none).",
+    ["activity"],
+)
+
 # Approvals (workers/approvals). Workflow code cannot count deterministically, so the
 # record_approval local activity counts each audit entry once (when its row is
 # first written), and every worker sets the gauge from PostgreSQL.
@@ -225,8 +251,9 @@ FLOW_WINDOW_SIGNALS = Counter(
 )
 
 # Labelled by values only data reveals: lag per assigned partition, unmatched event
-# types, pending fixes per activity, permits per declared resource. Their series
-# appear when the process first sees the value (permits: at the first gauge refresh).
+# types, pending fixes per activity, permits per declared resource, flow concurrency per
+# activity. Their series appear when the process first sees the value (permits and
+# flow: at the first gauge refresh).
 DATA_LABELLED: frozenset[MetricWrapperBase] = frozenset(
     {
         CONSUMER_LAG,
@@ -243,6 +270,10 @@ DATA_LABELLED: frozenset[MetricWrapperBase] = frozenset(
         FLOW_DEBOUNCED,
         FLOW_BATCH_SIZE,
         FLOW_WINDOW_SIGNALS,
+        FLOW_WAIT,
+        FLOW_SLOTS_IN_USE,
+        FLOW_RUNS_WAITING,
+        FLOW_OLDEST_WAIT,
     }
 )
 

@@ -24,7 +24,7 @@ from dataclasses import KW_ONLY, dataclass
 from datetime import timedelta
 
 from temporalio.client import Client
-from temporalio.common import WorkflowIDReusePolicy
+from temporalio.common import Priority, WorkflowIDReusePolicy
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
@@ -100,9 +100,22 @@ class Starter:
     stopping: Callable[[], bool] = lambda: False
     retry_outages: bool = True
 
-    async def start(self, run: RunActivityInput, *, start_delay: timedelta | None = None) -> str:
-        """``start_delay``: a durable delayed start (the id is reserved at once)."""
+    async def start(
+        self,
+        run: RunActivityInput,
+        *,
+        start_delay: timedelta | None = None,
+        priority: int | None = None,
+    ) -> str:
+        """``start_delay``: a durable delayed start (the id is reserved at once).
+
+        ``priority``: Temporal's task priority of the run (1 first .. 5 last; None: the
+        server's default, 3), e.g. from ``schemas.flow_concurrency.priority_of``. It orders
+        the run's workflow tasks while they queue in matching (docs/flow-control.md says
+        which servers honour it); the order of runs waiting for a concurrency slot is the
+        wait queue's, recorded in the run itself."""
         delays = backoff(self.backoff_initial, self.backoff_max)
+        prio = Priority.default if priority is None else Priority(priority_key=priority)
         while True:
             try:
                 await self.client.start_workflow(
@@ -112,6 +125,7 @@ class Starter:
                     task_queue=self.task_queue,
                     id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
                     start_delay=start_delay,
+                    priority=prio,
                 )
                 metrics.WORKFLOWS_STARTED.labels(trigger=run.trigger_kind).inc()
                 return STARTED

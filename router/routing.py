@@ -187,7 +187,12 @@ class Routing:
                     self.stats.skipped += 1
                     return None
                 try:
-                    outcome = await self.starter.start(run, start_delay=decision.start_delay)
+                    fk = flows.get(run.workflow_id)
+                    outcome = await self.starter.start(
+                        run,
+                        start_delay=decision.start_delay,
+                        priority=fk.priority if fk is not None else None,
+                    )
                 except StartRejected as exc:
                     return exc
             if outcome == DUPLICATE:

@@ -1,5 +1,6 @@
 """The only place workflow ids, run ids, event ids, schedule ids and permit ids are formed
-(and the ids of debounced and batched runs and their window workflows, at the end).
+(and the ids of debounced and batched runs and their window workflows, at the end, and
+the permit resources of flow concurrency).
 
 THESE FORMATS MUST NEVER CHANGE. They are the idempotency contract (README,
 "The contract"): Temporal rejects a second start of the same workflow id, the
@@ -20,6 +21,7 @@ from datetime import UTC, datetime
 _RUN_NAMESPACE = uuid.UUID("6f1c1c6e-3b8e-5d8a-9c41-4b1f0e7a2d10")
 _EVENT_NAMESPACE = uuid.UUID("0b6b9d0e-7f54-5d3c-8a8e-2f4c3d1e9a77")
 _CLOUDEVENT_NAMESPACE = uuid.UUID("d84fb428-9d54-474e-b269-98d5a98c8492")
+_FLOW_KEY_NAMESPACE = uuid.UUID("3c0d8f5e-1a47-5b2e-9f6d-7e2a4b8c1d93")
 
 
 def _require(name: str, value: str) -> str:
@@ -56,6 +58,27 @@ def task_workflow_id(run_id: str | uuid.UUID, task_type: str, index: int) -> str
 def permit_workflow_id(resource: str, slot: str) -> str:
     """``permit:{resource}:{slot}``."""
     return f"permit:{_require('resource', resource)}:{_require('slot', str(slot))}"
+
+
+FLOW_RESOURCE_PREFIX = "flow."
+
+
+def flow_resource(activity_id: str | uuid.UUID, key: str | None) -> str:
+    """The permit resource of an activity's ``flow.concurrency`` (per key value).
+
+    ``flow.{activity_id}`` without a key; ``flow.{activity_id}.{uuid5(key)}`` with one.
+    Its slots are ``permit_workflow_id(flow_resource(...), slot)``: the lock a run holds
+    while its tasks execute. The key value is hashed (UUIDv5, fixed namespace) because
+    it is event data: any length, any character (``:`` would make the permit id
+    ambiguous), while the resource stays 78 characters. The key itself is kept beside
+    it in ``flow_slot_keys`` for ``ingest flow list``. An empty key is refused: a key
+    is never silently null (schemas.flow.key_value). Never change the format: a worker
+    upgraded while runs hold slots would count them under another resource.
+    """
+    base = f"{FLOW_RESOURCE_PREFIX}{_require('activity_id', str(activity_id))}"
+    if key is None:
+        return base
+    return f"{base}.{uuid.uuid5(_FLOW_KEY_NAMESPACE, _require('key', key))}"
 
 
 SCHEDULE_PREFIX = "activity-schedule-"

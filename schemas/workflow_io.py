@@ -187,8 +187,27 @@ class PlanTasksInput:
 
 
 @dataclass(frozen=True)
+class FlowSlot:
+    """The concurrency slot a run holds while its tasks execute (``flow.concurrency``).
+
+    Formed by ``start_run`` from the definition and the run's event, and recorded with
+    the plan, so a replay waits on the same resource with the same priority whatever
+    the definition says later.
+    """
+
+    resource: str  # schemas.ids.flow_resource(activity_id, key)
+    activity_id: str
+    key: str | None  # the key's value in the event (None: one limit for the activity)
+    limit: int
+    priority: int = 3  # 1 (first) .. 5 (last): the order waiting runs are admitted in
+
+
+@dataclass(frozen=True)
 class PlanTasksResult:
     tasks: list[TaskSpec]
+    # Set when the activity has flow.concurrency: the run holds a slot around its tasks.
+    # Absent from histories recorded before it, which therefore hold none.
+    flow_slot: FlowSlot | None = None
 
 
 @dataclass(frozen=True)
@@ -300,6 +319,9 @@ class PermitLimits:
     lease_seconds: float
     backoff_seconds: float
     max_backoff_seconds: float
+    # False: not this holder's turn (flow concurrency's wait queue): wait without
+    # trying a slot. Task permits always try.
+    admit: bool = True
 
 
 @dataclass(frozen=True)
@@ -319,6 +341,41 @@ class PermitEndedInput:
     slot: str
     permit_run_id: str
     outcome: str  # "released" | "lease_expired"
+
+
+# --- flow concurrency (workers/permits/flow_*.py): a run's slot, on the permits
+
+
+@dataclass(frozen=True)
+class FlowRoundInput:
+    """A waiting run's acquire round: queue it (once) and ask whether it is its turn."""
+
+    slot: FlowSlot
+    holder: str  # the run's workflow id
+    busy: int = 0  # busy slots met in the previous round
+
+
+@dataclass(frozen=True)
+class FlowAcquiredInput:
+    slot: FlowSlot
+    holder: str
+    permit_slot: str
+    permit_run_id: str
+    lease_seconds: float
+    waited_seconds: float  # workflow time from the first round to holding the slot
+
+
+@dataclass(frozen=True)
+class FlowReleasedInput:
+    slot: FlowSlot
+    holder: str
+
+
+@dataclass(frozen=True)
+class FlowWake:
+    """The waiting runs whose turn a release made (signalled ``flow_wake``)."""
+
+    workflow_ids: list[str]
 
 
 # --- pause-and-fix (workers.fixes): the operator's Workflow Updates and the audit

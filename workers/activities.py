@@ -13,6 +13,7 @@ import contextlib
 import logging
 import uuid
 from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import replace
 from datetime import datetime
 from typing import Any, NoReturn, TypeVar
 
@@ -32,6 +33,8 @@ from pipeline.metrics import (
     start_at_zero,
 )
 from schemas.definitions import TaskDef
+from schemas.flow import FlowDef, FlowKeyMissing
+from schemas.flow_concurrency import flow_slot_for
 from schemas.ids import run_id_for
 from schemas.status import RUN_OUTCOMES, TASK_TRANSITIONS, TaskStatus
 from schemas.workflow_io import (
@@ -132,6 +135,10 @@ def _plan(
         _permanent(f"activity {run.activity_id}: {exc}", "PlanError")
 
 
+def _flow_def(raw: object | None) -> FlowDef | None:
+    return None if raw is None else FlowDef.model_validate(raw)
+
+
 def _count(spec: TaskSpec, row: store.TaskRow, claimed_running: bool = False) -> None:
     """Count a task's change of state (``pipeline_task_instances_total``)."""
     if not row.changed:
@@ -183,9 +190,14 @@ class RunActivities:
         ``failed``, exactly as with the two steps.
         """
         _check_run(inp.run)
-        inserted, raw = await store.insert_run_and_tasks(self._pool, inp.run)
+        inserted, raw, flow = await store.insert_run_and_tasks(self._pool, inp.run)
         RUNS_LOGGED.labels(result=RUN_INSERTED if inserted else RUN_EXISTING).inc()
-        return _plan(inp.run, raw, self._short)
+        planned = _plan(inp.run, raw, self._short)
+        try:
+            slot = flow_slot_for(inp.run.activity_id, _flow_def(flow), inp.run.event)
+        except (FlowKeyMissing, ValidationError) as exc:
+            _permanent(f"activity {inp.run.activity_id} flow: {exc}", "PlanError")
+        return replace(planned, flow_slot=slot) if slot is not None else planned
 
     @activity.defn(name="set_task_state")
     async def set_task_state(self, inp: TaskStateInput) -> TaskStateResult:

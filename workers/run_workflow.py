@@ -42,6 +42,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from workers.activities import RunActivities
     from workers.approvals.stages import run_in_stages
+    from workers.permits.flow_slot import FLOW_WAKE_SIGNAL, Waker, hold_flow_slot
     from workers.steps import db_step, describe
     from workers.task_workflow import TaskInstanceWorkflow
 
@@ -53,6 +54,14 @@ _ONE_STEP = "one-step-bookkeeping"
 
 @workflow.defn(name=RUN_ACTIVITY_WORKFLOW)
 class RunActivityWorkflow:
+    def __init__(self) -> None:
+        self._waker = Waker()
+
+    @workflow.signal(name=FLOW_WAKE_SIGNAL)
+    def flow_wake(self) -> None:
+        """A release made room: a run waiting for its concurrency slot asks again now."""
+        self._waker.woken = True
+
     @workflow.run
     async def run(self, inp: RunActivityInput) -> RunActivityResult:
         if workflow.info().workflow_id != inp.workflow_id:
@@ -73,7 +82,10 @@ class RunActivityWorkflow:
             ) from exc
         # An approval task gates the tasks after it (workers/approvals/stages.py): they
         # are reported skipped when it is not given, and its failure fails the run.
-        results = await run_in_stages(inp.run_id, planned.tasks, lambda s: self._child(inp, s))
+        # flow.concurrency: the tasks run holding one of the limit's slots (per key value);
+        # a plan recorded without a slot (no concurrency, or before it existed) holds none.
+        async with hold_flow_slot(planned.flow_slot, inp.workflow_id, self._waker):
+            results = await run_in_stages(inp.run_id, planned.tasks, lambda s: self._child(inp, s))
         counts = {s: sum(r.status == s for r in results) for s in TASK_OUTCOMES}
         # A task an operator skipped does not fail the run (it is counted apart).
         status = RunStatus.FAILED if counts[TaskStatus.FAILED] else RunStatus.SUCCEEDED

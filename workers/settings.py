@@ -36,6 +36,10 @@ class WorkerSettings(BaseSettings):
     emit_topic: str = Field("ingest.tasks", min_length=1)
     # Extra task handlers: "mymod:func,othermod" (see workers.handlers.registry).
     task_handlers: str = ""
+    # Lease of a run's flow.concurrency slot: the backstop that frees the slot of a run
+    # that stopped making progress. Keep it above the longest run of such an activity
+    # (docs/flow-control.md).
+    flow_slot_lease_seconds: float = Field(3600.0, gt=0)
 
 
 def load_worker_settings(**overrides: object) -> WorkerSettings:

@@ -88,15 +88,17 @@ async def insert_run(pool: asyncpg.Pool, run: RunActivityInput) -> bool:
 
 async def insert_run_and_tasks(
     pool: asyncpg.Pool, run: RunActivityInput
-) -> tuple[bool, list[object] | None]:
-    """``insert_run`` then ``activity_tasks``, as one statement: (inserted, tasks or None)."""
+) -> tuple[bool, list[object] | None, object | None]:
+    """``insert_run`` then ``activity_tasks``, as one statement: (inserted, tasks or None,
+    the activity's ``flow`` block as JSON or None)."""
     row = await pool.fetchrow(
         f"WITH ins AS ({_INSERT_RUN} RETURNING true)"
-        " SELECT EXISTS (SELECT 1 FROM ins) AS inserted,"
-        " (SELECT tasks FROM activities WHERE id = $2) AS tasks",
+        " SELECT EXISTS (SELECT 1 FROM ins) AS inserted, a.tasks, a.flow"
+        " FROM (SELECT 1) one LEFT JOIN activities a ON a.id = $2",
         *_run_args(run),
     )
-    return bool(row["inserted"]), _task_list(row["tasks"])
+    flow = orjson.loads(row["flow"]) if row["flow"] is not None else None
+    return bool(row["inserted"]), _task_list(row["tasks"]), flow
 
 
 def _task_list(raw: object) -> list[object] | None:

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from schemas.flow import FlowDef, key_value
+from schemas.flow_concurrency import priority_of
 
 # The key value of a control declared without a key: the activity is one bucket.
 NO_KEY = ""
@@ -18,14 +19,22 @@ class FlowKeys:
 
     flow: FlowDef
     keys: Mapping[str, str] = field(default_factory=dict)
+    # Temporal's task priority of the start (1..5), when the flow declares a priority.
+    priority: int | None = None
 
     def key(self, control: str) -> str:
         return self.keys.get(control, NO_KEY)
 
 
 def read_keys(flow: FlowDef, event: dict[str, Any]) -> FlowKeys:
-    """Every key ``flow`` needs, read from ``event``; raises ``FlowKeyMissing`` (DLQ)."""
+    """Every key ``flow`` needs, read from ``event``; raises ``FlowKeyMissing`` (DLQ).
+
+    A priority read from the event must be an integer 1..5 (``priority_of``): anything
+    else is refused here, so the event goes to the DLQ instead of a run whose planning
+    would fail.
+    """
     return FlowKeys(
         flow,
         {control: key_value(event, path, control=control) for control, path in flow.keys().items()},
+        priority=priority_of(flow.priority, event) if flow.priority is not None else None,
     )

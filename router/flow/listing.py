@@ -22,6 +22,7 @@ from typing import Any, TypeAlias
 import asyncpg
 
 from router.flow import windows
+from router.flow.concurrency_view import concurrency_rows
 from router.flow.throttle import Gcra
 from schemas.flow import FlowDef
 
@@ -97,8 +98,7 @@ def _at(r: asyncpg.Record) -> dict[str, Any]:
     return {"activity_id": r["activity_id"], "key": r["key"]}
 
 
-# The concurrency control (slots_in_use, waiting) adds its source here.
-SOURCES: list[Source] = [_gcra, _singletons, _skips, windows.listing_source]
+SOURCES: list[Source] = [_gcra, _singletons, _skips, windows.listing_source, concurrency_rows]
 
 
 async def flow_rows(conn: Conn, activity_id: str | None = None) -> list[dict[str, Any]]:

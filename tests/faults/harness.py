@@ -306,8 +306,11 @@ async def produce_paced(
     seconds: float,
     out: Produced,
     batch: int = 50,
+    data: Callable[[int], dict[str, Any]] = lambda i: {"i": i},
 ) -> None:
-    """Produce ``n`` id-less events spread over about ``seconds``; coordinates go to ``out``."""
+    """Produce ``n`` id-less events spread over about ``seconds``; coordinates go to ``out``.
+
+    ``data(i)`` is the ``data`` of the ``i``-th event."""
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", enable_idempotence=True)
     await producer.start()
     try:
@@ -316,7 +319,7 @@ async def produce_paced(
         for b in range(batches):
             lo, hi = b * batch, min(n, (b + 1) * batch)
             futs = [
-                await producer.send(topic, orjson.dumps({"type": event_type, "data": {"i": i}}))
+                await producer.send(topic, orjson.dumps({"type": event_type, "data": data(i)}))
                 for i in range(lo, hi)
             ]
             for f in futs:

@@ -22,7 +22,8 @@ async def seed_activity(
     activity_id: uuid.UUID | None = None,
     flow: dict[str, Any] | None = None,
 ) -> str:
-    """Insert one activity (event-triggered on ``event_type`` unless ``trigger``); its id."""
+    """Insert one activity (event-triggered on ``event_type`` unless ``trigger``, paced by
+    ``flow`` when given); its id."""
     aid = activity_id or uuid.uuid4()
     act = ActivityDef.model_validate(
         {

@@ -47,6 +47,9 @@ DEFAULT_MAX_BACKOFF = timedelta(minutes=1)
 # Called before every acquire round with the number of busy slots the previous
 # round met; returns the limits to use (so a capacity change applies at once).
 LimitsFn = Callable[[int], Awaitable[PermitLimits]]
+# Waits between rounds for at most the given seconds (default: workflow.sleep); flow
+# concurrency returns early when a release signals that its turn may have come.
+WaitFn = Callable[[float], Awaitable[None]]
 
 
 def backoff_delay(round_no: int, initial: float, maximum: float) -> float:
@@ -74,6 +77,7 @@ class Semaphore:
         backoff: timedelta = DEFAULT_BACKOFF,
         max_backoff: timedelta = DEFAULT_MAX_BACKOFF,
         limits: LimitsFn | None = None,
+        wait: WaitFn | None = None,
     ) -> None:
         if (capacity is None) == (limits is None):
             raise ValueError("give either capacity or limits")
@@ -87,6 +91,7 @@ class Semaphore:
             max_backoff.total_seconds(),
         )
         self._limits = limits
+        self._wait = wait
 
     async def _current(self, busy: int) -> PermitLimits:
         return self._fixed if self._limits is None else await self._limits(busy)
@@ -119,7 +124,8 @@ class Semaphore:
         while True:
             lim = await self._current(busy)
             lease_s = lease.total_seconds() if lease is not None else lim.lease_seconds
-            slots = [str(i) for i in range(lim.capacity)]
+            # Not admitted (a wait queue says others are ahead): try no slot this round.
+            slots = [str(i) for i in range(lim.capacity)] if lim.admit else []
             workflow.random().shuffle(slots)
             busy = 0
             for slot in slots:
@@ -140,9 +146,8 @@ class Semaphore:
                 assert run_id is not None
                 waited = (workflow.now() - started).total_seconds()
                 return Held(self.resource, slot, wf_id, run_id, lease_s, waited, busy), handle
-            await workflow.sleep(
-                backoff_delay(round_no, lim.backoff_seconds, lim.max_backoff_seconds)
-            )
+            delay = backoff_delay(round_no, lim.backoff_seconds, lim.max_backoff_seconds)
+            await (workflow.sleep(delay) if self._wait is None else self._wait(delay))
             round_no += 1
 
     async def _release(

@@ -18,7 +18,23 @@ import asyncpg
 from schemas.definitions import ResourceDef
 from schemas.workflow_io import PermitLimits
 
-_HELD = "s.ended_at IS NULL AND s.acquired_at + make_interval(secs => s.lease_seconds) > now()"
+HELD = "s.ended_at IS NULL AND s.acquired_at + make_interval(secs => s.lease_seconds) > now()"
+
+
+# $1 resource, $2 slot, $3 permit run id, $4 holder, $5 lease seconds: the slot's
+# token rises by one unless this permit run was already recorded (a retried step).
+RECORD_ACQUIRE = (
+    "INSERT INTO permit_slots AS s (resource, slot, token, run_id, holder, lease_seconds)"
+    " VALUES ($1, $2, 1, $3, $4, $5)"
+    " ON CONFLICT (resource, slot) DO UPDATE SET"
+    " token = CASE WHEN s.run_id = EXCLUDED.run_id THEN s.token ELSE s.token + 1 END,"
+    " acquired_at = CASE WHEN s.run_id = EXCLUDED.run_id THEN s.acquired_at ELSE now() END,"
+    " ended_at = CASE WHEN s.run_id = EXCLUDED.run_id THEN s.ended_at END,"
+    " outcome = CASE WHEN s.run_id = EXCLUDED.run_id THEN s.outcome END,"
+    " run_id = EXCLUDED.run_id, holder = EXCLUDED.holder,"
+    " lease_seconds = EXCLUDED.lease_seconds"
+    " RETURNING token, (xmax = 0 OR acquired_at = now()) AS fresh"
+)
 
 
 async def upsert_resources(pool: asyncpg.Pool, defs: Sequence[ResourceDef]) -> list[str]:
@@ -79,16 +95,7 @@ async def record_acquire(
     write) gets the same token back instead of a second increment.
     """
     row = await pool.fetchrow(
-        "INSERT INTO permit_slots AS s (resource, slot, token, run_id, holder, lease_seconds)"
-        " VALUES ($1, $2, 1, $3, $4, $5)"
-        " ON CONFLICT (resource, slot) DO UPDATE SET"
-        " token = CASE WHEN s.run_id = EXCLUDED.run_id THEN s.token ELSE s.token + 1 END,"
-        " acquired_at = CASE WHEN s.run_id = EXCLUDED.run_id THEN s.acquired_at ELSE now() END,"
-        " ended_at = CASE WHEN s.run_id = EXCLUDED.run_id THEN s.ended_at END,"
-        " outcome = CASE WHEN s.run_id = EXCLUDED.run_id THEN s.outcome END,"
-        " run_id = EXCLUDED.run_id, holder = EXCLUDED.holder,"
-        " lease_seconds = EXCLUDED.lease_seconds"
-        " RETURNING token, (xmax = 0 OR acquired_at = now()) AS fresh",
+        RECORD_ACQUIRE,
         resource,
         slot,
         run_id,
@@ -124,7 +131,7 @@ async def current_token(pool: asyncpg.Pool, resource: str, slot: str) -> int | N
 async def held_counts(pool: asyncpg.Pool) -> list[tuple[str, int, int]]:
     """(resource, capacity, held) for every declared resource."""
     rows = await pool.fetch(
-        "SELECT r.name, r.capacity, count(s.slot) FILTER (WHERE " + _HELD + ") AS held"
+        "SELECT r.name, r.capacity, count(s.slot) FILTER (WHERE " + HELD + ") AS held"
         " FROM permit_resources r LEFT JOIN permit_slots s ON s.resource = r.name"
         " GROUP BY r.name, r.capacity ORDER BY r.name"
     )
@@ -151,7 +158,7 @@ async def slots(pool: asyncpg.Pool, resource: str | None = None) -> list[SlotRow
     rows = await pool.fetch(
         "SELECT s.resource, s.slot, r.capacity, s.token, s.run_id, s.holder, s.lease_seconds,"
         " s.acquired_at, s.ended_at, s.outcome,"
-        " extract(epoch FROM now() - s.acquired_at)::float8 AS age, (" + _HELD + ") AS held"
+        " extract(epoch FROM now() - s.acquired_at)::float8 AS age, (" + HELD + ") AS held"
         " FROM permit_slots s JOIN permit_resources r ON r.name = s.resource"
         " WHERE $1::text IS NULL OR s.resource = $1"
         " ORDER BY s.resource, length(s.slot), s.slot",

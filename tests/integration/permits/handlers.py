@@ -38,13 +38,18 @@ async def visit(pool: asyncpg.Pool, ctx: TaskContext, worker: str = "test") -> N
 _pool: asyncpg.Pool | None = None
 
 
-@register("visit")
-async def visit_from_env(ctx: TaskContext) -> None:
-    """``visit`` for a worker subprocess: DATABASE_URL and PERMIT_TEST_WORKER from the env."""
+async def env_pool() -> asyncpg.Pool:
+    """The pool of a worker subprocess's test handlers, from ``DATABASE_URL`` (made once)."""
     global _pool
     if _pool is None:
         _pool = await asyncpg.create_pool(os.environ["DATABASE_URL"], min_size=1, max_size=4)
-    await visit(_pool, ctx, os.environ.get("PERMIT_TEST_WORKER", "?"))
+    return _pool
+
+
+@register("visit")
+async def visit_from_env(ctx: TaskContext) -> None:
+    """``visit`` for a worker subprocess: DATABASE_URL and PERMIT_TEST_WORKER from the env."""
+    await visit(await env_pool(), ctx, os.environ.get("PERMIT_TEST_WORKER", "?"))
 
 
 def max_inside(intervals: list[tuple[datetime, datetime]]) -> int:

@@ -68,6 +68,7 @@ RUNBOOK_ANCHORS = frozenset(
         "permits-saturated",
         "approvals-escalated",
         "relay-lag",
+        "flow-wait-too-long",
     }
 )
 

@@ -62,6 +62,10 @@ def test_dashboard_shape() -> None:
         "temporal_workflow_task_schedule_to_start_latency_bucket",
         "temporal_activity_execution_failed",
         "temporal_local_activity_execution_failed",  # short handlers run as local activities
+        "max by (activity) (pipeline_flow_slots_in_use)",
+        "max by (activity) (pipeline_flow_runs_waiting)",
+        "sum by (le, activity) (rate(pipeline_flow_wait_seconds_bucket",
+        "max by (activity) (pipeline_flow_oldest_wait_seconds)",
     ],
 )
 def test_dashboard_has_panel_for(needle: str) -> None:

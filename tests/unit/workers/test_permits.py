@@ -79,3 +79,11 @@ async def test_check_rejects_only_a_lower_token() -> None:
     }  # fmt: skip
     assert permit_for(None, None) is None  # type: ignore[arg-type]
     assert permit_for(None, PermitGrant("r", "0", 1, "x")) is not None  # type: ignore[arg-type]
+
+
+def test_the_listing_counts_a_slot_held_as_the_permits_do() -> None:
+    # router/flow/concurrency_view.py cannot import workers/: it repeats the rule.
+    from router.flow.concurrency_view import _HELD
+    from workers.permits.store import HELD
+
+    assert _HELD == HELD
