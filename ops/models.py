@@ -149,6 +149,8 @@ class ReplayReport(BaseModel):
     already_started_temporal: int
     started: int
     would_start: int
+    skipped: int = Field(description="triggers skipped by the activity's rate_limit or singleton")
+    windowed: int = Field(description="events put into a debounce window or a batch")
     dlq: int
     unmatched: int
     partitions: dict[str, list[int]] = Field(description="partition: [first, stop) offsets")
