@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from typing import Any
+from typing import Any, cast
 
 from bench import (
     ingress,
@@ -65,6 +65,10 @@ async def main() -> None:
     print("\n== ingress")
     ig = await ingress.run()
     rows.append(("ingress", f"{ig['ratio']}" if ig else "skipped", ">= 0.8"))
+    txns = cast(dict[str, dict[str, Any]], ig.get("transactions", {})) if ig else {}
+    for key, f in txns.items():
+        if key != "plain":  # transactional ingress ÷ plain, same run (issue 24)
+            rows.append((f"ingress transactional {key} ÷ plain", f"{f['rate_ratio']}x", "report"))
     print("\n== latency")
     lat: dict[str, Any] = await latency.run(ceiling=float(rf["raw_start"]["ceiling"]))
     rows.append(("latency p99", f"{lat['p99_ms']} ms (p50 {lat['p50_ms']} ms)", "<= 250 ms"))
