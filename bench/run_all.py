@@ -14,6 +14,8 @@ import time
 from typing import Any, cast
 
 from bench import (
+    flow,
+    flow_concurrency,
     ingress,
     latency,
     memory,
@@ -91,6 +93,14 @@ async def main() -> None:
             "report",
         ),
     )
+    print("\n== flow")
+    fl: dict[str, Any] = await flow.run()
+    acc = fl["accuracy"]
+    rows.append(("flow: throttle (limit not reached) ÷ none", f"{fl['ratio']}x", ">= 0.9"))
+    rows.append(("flow: throttle accuracy, achieved ÷ limit", f"{acc['rate_ratio']}x", "report"))
+    print("\n== flow_concurrency")
+    fc: dict[str, Any] = await flow_concurrency.run()
+    rows.append(("flow: concurrency (limit not reached) ÷ none", f"{fc['ratio']}x", ">= 0.9"))
     print("\n== outbox_relay")
     ob: dict[str, Any] = await outbox_relay.run()
     rows.append(
