@@ -7,7 +7,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 PYTEST_ARGS ?=
-TYPED := app pipeline schemas router replay ingress workers scheduler definitions ops
+TYPED := app pipeline schemas router replay ingress workers scheduler definitions ops relay
 # The real Temporal server of `make test-server` (UI :8333), beside the dev server on 7233.
 SERVER_ENV := INGEST_STACK_TEMPORAL=server INGEST_STACK_TEMPORAL_PORT=7333 INGEST_STACK_TEMPORAL_UI_PORT=8333
 
