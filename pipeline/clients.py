@@ -144,9 +144,16 @@ def topic_configs(replication_factor: int) -> dict[str, str]:
 
 
 async def ensure_topics(
-    cfg: KafkaSettings, topics: list[str], partitions: int, replication_factor: int | None = None
+    cfg: KafkaSettings,
+    topics: list[str],
+    partitions: int,
+    replication_factor: int | None = None,
+    configs: dict[str, str] | None = None,
 ) -> list[str]:
     """Create the topics that do not exist yet; returns those created.
+
+    ``configs``: topic settings on top of :func:`topic_configs` (e.g. the relay's
+    ``cleanup.policy: compact``).
 
     ``replication_factor`` defaults to the number of brokers, at most 3 (so 1 on
     the single-node stack, 3 on a cluster). A topic the broker refuses raises.
@@ -163,7 +170,10 @@ async def ensure_topics(
         brokers = len((await admin.describe_cluster())["brokers"])
         rf = replication_factor or max(1, min(3, brokers))
         resp = await admin.create_topics(
-            [NewTopic(t, partitions, rf, topic_configs=topic_configs(rf)) for t in missing]
+            [
+                NewTopic(t, partitions, rf, topic_configs={**topic_configs(rf), **(configs or {})})
+                for t in missing
+            ]
         )
         for topic, code, *rest in resp.topic_errors:
             if code and for_code(code) is not TopicAlreadyExistsError:

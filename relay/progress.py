@@ -21,11 +21,9 @@ import time
 
 import orjson
 from aiokafka import TopicPartition
-from aiokafka.admin import AIOKafkaAdminClient, NewTopic
-from aiokafka.errors import TopicAlreadyExistsError, for_code
 
 from pipeline import kafka
-from pipeline.clients import topic_configs
+from pipeline.clients import ensure_topics
 from pipeline.settings import KafkaSettings
 from relay.outbox import START, Position, Row
 
@@ -42,20 +40,7 @@ def decode(value: bytes) -> Position:
 
 async def ensure_topic(cfg: KafkaSettings, topic: str) -> bool:
     """Create the progress topic (1 partition, compacted) unless it exists; True if created."""
-    admin = AIOKafkaAdminClient(**cfg.client_kwargs())  # type: ignore[arg-type]
-    await admin.start()
-    try:
-        if topic in set(await admin.list_topics()):
-            return False
-        rf = max(1, min(3, len((await admin.describe_cluster())["brokers"])))
-        configs = {**topic_configs(rf), "cleanup.policy": "compact"}
-        resp = await admin.create_topics([NewTopic(topic, 1, rf, topic_configs=configs)])
-        for name, code, *rest in resp.topic_errors:
-            if code and for_code(code) is not TopicAlreadyExistsError:
-                raise for_code(code)(f"creating topic {name}: {rest[0] if rest else ''}")
-        return True
-    finally:
-        await admin.close()
+    return bool(await ensure_topics(cfg, [topic], 1, configs={"cleanup.policy": "compact"}))
 
 
 async def read(cfg: KafkaSettings, topic: str, key: str, timeout: float = 60) -> Position:
