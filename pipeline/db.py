@@ -78,3 +78,17 @@ async def create_pool(url: str, min_size: int = 1, max_size: int = 10) -> asyncp
     )
     assert pool is not None
     return pool
+
+
+async def prune_older_than(
+    conn: asyncpg.Pool | asyncpg.Connection, delete_sql: str, retention_days: float, *args: object
+) -> int:
+    """Run ``delete_sql``, a DELETE whose ``$1`` is the retention in seconds (``args``
+    follow as ``$2``...), unless ``retention_days`` is 0 (keep forever); the rows deleted.
+
+    The one retention rule of the ledger, the flow decisions and windows, and the outbox.
+    """
+    if retention_days <= 0:
+        return 0
+    status = await conn.execute(delete_sql, retention_days * 86400, *args)
+    return int(status.split()[-1])

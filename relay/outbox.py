@@ -21,6 +21,8 @@ from datetime import datetime
 import asyncpg
 import orjson
 
+from pipeline import db
+
 
 @dataclass(frozen=True, order=True)
 class Position:
@@ -108,16 +110,14 @@ async def mirror(conn: asyncpg.Connection, transactional_id: str, pos: Position)
 
 async def prune(conn: asyncpg.Connection, transactional_id: str, retention_days: float) -> int:
     """Delete published rows older than the retention (0 = keep forever)."""
-    if retention_days <= 0:
-        return 0
-    status = await conn.execute(
-        "DELETE FROM outbox o USING outbox_relay r WHERE r.transactional_id = $1"
+    return await db.prune_older_than(
+        conn,
+        "DELETE FROM outbox o USING outbox_relay r WHERE r.transactional_id = $2"
         " AND (o.txid, o.seq) <= (r.txid, r.seq)"
-        " AND o.created_at < now() - make_interval(secs => $2)",
+        " AND o.created_at < now() - make_interval(secs => $1)",
+        retention_days,
         transactional_id,
-        retention_days * 86400,
     )
-    return int(status.split()[-1])
 
 
 async def try_lock(conn: asyncpg.Connection, transactional_id: str) -> bool:

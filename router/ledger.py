@@ -16,6 +16,8 @@ from datetime import datetime
 
 import asyncpg
 
+from pipeline import db
+
 
 @dataclass(frozen=True)
 class LedgerEntry:
@@ -73,10 +75,8 @@ class Ledger:
         )
 
     async def prune(self, retention_days: float) -> int:
-        if retention_days <= 0:
-            return 0
-        status = await self.pool.execute(
+        return await db.prune_older_than(
+            self.pool,
             "DELETE FROM routed_triggers WHERE first_routed_at < now() - make_interval(secs => $1)",
-            retention_days * 86400,
+            retention_days,
         )
-        return int(status.split()[-1])

@@ -14,6 +14,7 @@ from datetime import datetime
 
 import asyncpg
 
+from pipeline import db
 from router.flow.keys import FlowKeys
 from router.flow.throttle import Gcra
 from schemas.workflow_io import RunActivityInput
@@ -85,10 +86,8 @@ class FlowStore:
     async def prune(self, retention_days: float) -> int:
         """Drop decisions older than the ledger's retention (0 = keep forever): a replay
         reaching further back than that is outside the ledger's promise too."""
-        if retention_days <= 0:
-            return 0
-        status = await self.pool.execute(
+        return await db.prune_older_than(
+            self.pool,
             "DELETE FROM flow_decisions WHERE decided_at < now() - make_interval(secs => $1)",
-            retention_days * 86400,
+            retention_days,
         )
-        return int(status.split()[-1])

@@ -44,7 +44,7 @@ from aiokafka.structs import ConsumerRecord
 from temporalio.client import Client
 from temporalio.service import RPCError
 
-from pipeline import metrics
+from pipeline import db, metrics
 from pipeline.retry import backoff
 from pipeline.starter import ShutdownRequested, StartRejected, outage
 from router.catalog import ActivityCatalog
@@ -389,11 +389,9 @@ async def listing_source(conn: Any, activity_id: str | None = None) -> list[dict
 
 async def prune(pool: asyncpg.Pool, retention_days: float) -> int:
     """Delete started windows (and their members) older than the ledger retention."""
-    if retention_days <= 0:
-        return 0
-    status = await pool.execute(
+    return await db.prune_older_than(
+        pool,
         "DELETE FROM flow_windows WHERE state = 'started'"
         " AND started_at < now() - make_interval(secs => $1)",
-        retention_days * 86400,
+        retention_days,
     )
-    return int(status.split()[-1])
