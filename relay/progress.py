@@ -26,6 +26,20 @@ from pipeline import kafka
 from pipeline.clients import ensure_topics
 from pipeline.settings import KafkaSettings
 from relay.outbox import START, Position, Row
+from schemas.errors import IngestError
+
+
+class ProgressError(IngestError):
+    """The progress topic holds a record this relay cannot read: where it stands is
+    unknown, so it publishes nothing (starting over from the outbox's first row would
+    publish every row again). Not retriable: the record stays until an operator acts."""
+
+    def __init__(self, topic: str, offset: int | None, cause: BaseException) -> None:
+        at = f" at offset {offset}" if offset is not None else ""
+        super().__init__(
+            f"relay progress topic {topic!r} has an unreadable record{at}:"
+            f" {type(cause).__name__}: {cause}"
+        )
 
 
 def encode(row: Row) -> bytes:
@@ -34,6 +48,8 @@ def encode(row: Row) -> bytes:
 
 
 def decode(value: bytes) -> Position:
+    """The position in a progress record; ``ValueError``/``KeyError``/``TypeError``
+    when it is not one."""
     doc = orjson.loads(value)
     return Position(int(doc["txid"]), int(doc["seq"]))
 
@@ -57,10 +73,16 @@ async def read(cfg: KafkaSettings, topic: str, key: str, timeout: float = 60) ->
         while await consumer.position(tp) < end - 1:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"reading {topic} to offset {end} took over {timeout}s")
-            batch = await consumer.getmany(tp, timeout_ms=500)
+            try:
+                batch = await kafka.getmany(consumer, tp, timeout_ms=500)
+            except kafka.UndecodableBatch as exc:
+                raise ProgressError(topic, exc.offset, exc) from exc
             for msg in batch.get(tp, []):
                 if msg.key == want and msg.value is not None:
-                    pos = max(pos, decode(msg.value))
+                    try:
+                        pos = max(pos, decode(msg.value))
+                    except (ValueError, KeyError, TypeError) as exc:
+                        raise ProgressError(topic, msg.offset, exc) from exc
         return pos
     finally:
         await consumer.stop()

@@ -10,6 +10,7 @@ permanent one by ``retriable``, as aiokafka's ``KafkaError`` does:
   (retriable), ``kafka.UndecodableBatch`` (a record batch no codec here decodes),
   ``stack.procs.StackError``, ``starter.StartRejected``,
   ``starter.ShutdownRequested``.
+* relay: ``progress.ProgressError`` (an unreadable progress record).
 * ingress: ``stamping.StampError``, ``delivery.FatalProduceError``,
   ``delivery.DrainTimeout`` (retriable).
 * replay: ``session.ReplayError``.

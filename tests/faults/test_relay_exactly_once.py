@@ -15,7 +15,8 @@ published); the broker leading the relay's progress topic is SIGKILLed once (at
 50 %) and restarted 10 s later. Every kill lands on a running process and is
 restarted at once. The final ``read_committed`` consumer of the emit topic must see
 every task id once: the set of outbox ids (= the expected task ids), 0 duplicates,
-and each key's records in the outbox's order.
+and each key's records in the outbox's order; and Kafka's own Java consumer
+(``ConsoleConsumer --isolation-level read_committed``) must see the same.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from schemas.ids import task_workflow_id
 from tests.faults import harness as h
 from tests.faults.cluster import all_in_sync
 from tests.support import db
+from tests.support.kafka import read_java
 from tests.support.outbox import diagnose, outbox_order, published, read_committed, verdict
 from tests.support.runs import event_run
 from tests.support.wait import eventually
@@ -156,6 +158,11 @@ async def test_relay_emits_exactly_once_under_kills(
     records = await read_committed(kafka_cluster.bootstrap, cluster_topics.out, emits)
     order = await outbox_order(db_pool)
     v = verdict(records, order)
+    # The same check by Kafka's own Java consumer: a reader nobody here wrote. And what a
+    # reader of uncommitted data meets besides: the records of aborted transactions.
+    out = kafka_cluster.bootstrap, cluster_topics.out
+    java = verdict(await asyncio.to_thread(read_java, *out), order)
+    log = await asyncio.to_thread(read_java, *out, "read_uncommitted")
     expected = {task_workflow_id(r.run_id, "emit", i) for r in runs for i in range(PER_RUN)}
     outbox_ids = {i for ids in order.values() for i in ids}
     seen = {(header(m.headers, "task_id") or b"").decode() for m in records}
@@ -170,6 +177,8 @@ async def test_relay_emits_exactly_once_under_kills(
         dlq_expected=0,
         runs=len(runs),
         read_committed=v.seen,
+        java_read_committed=java.seen,
+        aborted_copies=len(log) - java.seen,
         out_of_order_keys=v.out_of_order_keys,
         broker_killed=victim,
         kills_at="+".join(at_kill),
@@ -178,6 +187,7 @@ async def test_relay_emits_exactly_once_under_kills(
     assert mid_stream == [True] * len(KILLS), f"every kill should land mid-stream: {at_kill}"
     assert outbox_ids == expected, (len(outbox_ids), len(expected))
     v.check()
+    java.check()
 
 
 async def _is(pool: asyncpg.Pool, instance: str, n: int) -> bool:

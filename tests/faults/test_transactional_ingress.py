@@ -15,13 +15,15 @@ inside the same transaction) goes through ``ingest ingress`` with
 3. then every broker is restarted in turn (SIGTERM, start, back in sync).
 
 A ``read_committed`` consumer follows the events topic and the DLQ throughout, and a fresh
-one reads them again at the end: each must see every raw message exactly once (input set =
-output set, 0 duplicates; with one partition, in raw order). A ``read_uncommitted`` reader
+one reads them again at the end, and so does Kafka's own Java consumer: each must see every
+raw message exactly once (input set = output set, 0 duplicates; with one partition, in raw
+order). A ``read_uncommitted`` reader
 counts what aborted transactions left on the log (``aborted_copies``): a kill that landed
 mid-transaction shows up there, never in the committed view.
 
 18 is the control: the same kills with ingress in its plain (at-least-once) mode. The same
-check must then see duplicates; if it did not, the check could not fail.
+check must then see duplicates, the Java reader as many as the aiokafka one; if it did
+not, the check could not fail.
 
 Reduced size (``make test``): one partition per topic (order checked), 1,500 events. Full
 size (``FAULTS_SCALE=full``, ``make faults``): 20,000 events, once with one partition and
@@ -44,7 +46,12 @@ from pipeline.stack.kafka_cluster import KafkaCluster
 from pipeline.stack.kafka_inspect import leaders
 from tests.faults import harness as h
 from tests.faults.cluster import NODES, all_in_sync
-from tests.faults.exactly_once import OpenTransactions, Reader, read_everything
+from tests.faults.exactly_once import (
+    OpenTransactions,
+    Reader,
+    read_everything,
+    read_everything_java,
+)
 from tests.faults.failover import BAD_PREFIX, Stream, produce_until
 from tests.support import kafka
 from tests.support.stack import Topics
@@ -222,8 +229,10 @@ async def _check(run: Run, transactional: bool, *, ordered: bool) -> dict[str, A
     bad = {c for c, m in raw.items() if m.value.startswith(BAD_PREFIX)}
     good = set(raw) - bad
     final = await read_everything(bootstrap, t.events, t.dlq, "read_committed")
+    java = await read_everything_java(bootstrap, t.events, t.dlq, "read_committed")
     log = await read_everything(bootstrap, t.events, t.dlq, "read_uncommitted")
     live, end = run.live.seen.figures(good, bad), final.figures(good, bad)
+    by_java = java.figures(good, bad)
     row.update(
         events=len(raw),
         lost=end["lost"],
@@ -232,6 +241,8 @@ async def _check(run: Run, transactional: bool, *, ordered: bool) -> dict[str, A
         dlq_expected=len(bad),
         live_lost=live["lost"],
         live_duplicates=live["duplicates"],
+        java_lost=by_java["lost"],
+        java_duplicates=by_java["duplicates"],
         # One events partition: raw order kept; several: events are keyed by event_id across
         # them, so there is no order to keep.
         out_of_order=end["out_of_order"] if ordered else "n/a",
@@ -244,11 +255,13 @@ async def _check(run: Run, transactional: bool, *, ordered: bool) -> dict[str, A
     if transactional:
         run.live.seen.check(good, bad, ordered=ordered)
         final.check(good, bad, ordered=ordered)
+        java.check(good, bad, ordered=ordered)
         assert row["aborted_copies"] > 0, "no kill landed inside an open transaction"
     else:
         # The control: the same kills in the plain mode write copies a reader sees twice.
         assert end["lost"] == 0
         assert end["duplicates"] > 0, "plain mode showed no duplicate: the check cannot fail"
+        assert by_java["duplicates"] == end["duplicates"], (by_java, end)
     return dict(row)
 
 

@@ -51,6 +51,10 @@ async def _visible(client: Client, query: str, n: int) -> None:
     await eventually(seen, 30, f"visibility to count {n} workflows for {query}")
 
 
+async def _schedules_listed(client: Client, n: int) -> bool:
+    return len([s async for s in await client.list_schedules()]) == n
+
+
 async def test_prepare_then_sweep(server: str) -> None:
     name = "ingest-test"
     client = await namespaces.prepare(server, name)
@@ -71,6 +75,9 @@ async def test_prepare_then_sweep(server: str) -> None:
     action = ScheduleActionStartWorkflow("Nothing", id="from-schedule", task_queue=QUEUE)
     await client.create_schedule("left-schedule", Schedule(action=action, spec=every))
     await _visible(client, 'ExecutionStatus="Running"', 3)
+    # Schedules are listed through visibility too, which is eventually consistent: a sweep
+    # right after the create could miss it (seen in CI), which is not what this tests.
+    await eventually(lambda: _schedules_listed(client, 1), 30, "the schedule to be listed")
 
     swept = await namespaces.sweep(client)
     assert swept.terminated == Counter({QUEUE: 3}) and swept.schedules == 1

@@ -13,6 +13,7 @@ import subprocess
 import time
 import uuid
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
@@ -75,19 +76,21 @@ def produce_librdkafka(
     assert left == 0 and not failed, f"librdkafka: {left} undelivered, errors {failed}"
 
 
+def _java_tool(main: str) -> list[str]:
+    """The command line of one of Kafka's own Java tools, on the stack's jars."""
+    kafka = Kafka(StackSettings(dir=ROOT / ".stack"))
+    return ["java", "-cp", f"{kafka.libs()}/*:{kafka.tools()}/*", main]
+
+
 def produce_java(bootstrap: str, topic: str, values: Sequence[bytes], compression: str) -> None:
     """Publish ``values`` (one line each) with Kafka's own Java producer:
     ``org.apache.kafka.tools.ConsoleProducer`` on the stack's jars, ``--compression-codec
     compression``, ``acks=all``. Keyless records from one run share a batch (the sticky
     partitioner keeps a batch on one partition)."""
-    kafka = Kafka(StackSettings(dir=ROOT / ".stack"))
     assert all(b"\n" not in v for v in values), "ConsoleProducer reads one record per line"
     res = subprocess.run(
         [
-            "java",
-            "-cp",
-            f"{kafka.libs()}/*:{kafka.tools()}/*",
-            "org.apache.kafka.tools.ConsoleProducer",
+            *_java_tool("org.apache.kafka.tools.ConsoleProducer"),
             "--bootstrap-server",
             bootstrap,
             "--topic",
@@ -104,6 +107,74 @@ def produce_java(bootstrap: str, topic: str, values: Sequence[bytes], compressio
         timeout=120,
     )
     assert res.returncode == 0, res.stderr.decode(errors="replace")[-2000:]
+
+
+@dataclass(frozen=True)
+class JavaRecord:
+    """A record as Kafka's Java consumer saw it: the fields the exactly-once checks read
+    (the value is not printed), shaped like aiokafka's ``ConsumerRecord`` for them."""
+
+    topic: str
+    partition: int
+    offset: int
+    key: bytes | None
+    headers: tuple[tuple[str, bytes], ...]
+
+
+# Separators no key or header of ours contains (str.splitlines would
+# also split at \x1e, so lines are split at newlines alone).
+_FIELD, _HEADER = "\x1e", "\x1f"
+
+
+def read_java(
+    bootstrap: str, topic: str, isolation: str = "read_committed", idle_ms: int = 8000
+) -> list[JavaRecord]:
+    """Every record of ``topic`` from the beginning, as Kafka's own Java consumer reads it
+    (``org.apache.kafka.tools.consumer.ConsoleConsumer --isolation-level isolation``),
+    until none came for ``idle_ms``: a reader nobody here wrote, for checking what an
+    aiokafka reader saw. Its own fresh group, so nothing is skipped."""
+    props = (
+        "print.partition=true", "print.offset=true", "print.headers=true", "print.key=true",
+        "print.value=false", f"key.separator={_FIELD}", f"headers.separator={_HEADER}",
+    )  # fmt: skip
+    res = subprocess.run(
+        [
+            *_java_tool("org.apache.kafka.tools.consumer.ConsoleConsumer"),
+            *("--bootstrap-server", bootstrap, "--topic", topic, "--from-beginning"),
+            *("--group", f"java-reader-{uuid.uuid4()}", "--isolation-level", isolation),
+            *("--timeout-ms", str(idle_ms)),
+            *(a for p in props for a in ("--property", p)),
+        ],
+        capture_output=True,
+        timeout=600,
+    )
+    err = res.stderr.decode(errors="replace")
+    # Its idle timeout ends the tool with "Processed a total of N messages"; anything
+    # else (a class missing, the broker unreachable) is a failure of the check.
+    assert res.returncode == 0 and "Processed a total of" in err, err[-2000:]
+    # Its log (the idle timeout's "ERROR ... TimeoutException") shares stdout; the count
+    # it prints on stderr checks that every record line was found among it.
+    lines = res.stdout.decode().split("\n")
+    records = [_java_record(topic, line) for line in lines if line.startswith("Partition:")]
+    total = int(err.rsplit("Processed a total of", 1)[1].split()[0])
+    assert total == len(records), (total, len(records), err[-500:])
+    return records
+
+
+def _java_record(topic: str, line: str) -> JavaRecord:
+    part, off, hdrs, key = line.split(_FIELD, 3)
+    key = key.removesuffix(_FIELD)
+    headers = tuple(
+        (k, v.encode())
+        for k, _, v in (h.partition(":") for h in hdrs.split(_HEADER) if h != "NO_HEADERS")
+    )
+    return JavaRecord(
+        topic,
+        int(part.removeprefix("Partition:")),
+        int(off.removeprefix("Offset:")),
+        None if key == "null" else key.encode(),
+        headers,
+    )
 
 
 async def _started(consumer: AIOKafkaConsumer) -> None:
