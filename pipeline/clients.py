@@ -96,13 +96,22 @@ async def _check_namespace(client: Client, cfg: TemporalSettings, timeout: float
 
 
 async def db_pool(cfg: DatabaseSettings) -> asyncpg.Pool:
+    """A pool on a database that answers and is migrated: :class:`Unreachable` when it
+    does not answer, :class:`pipeline.db.SchemaBehind` when it lacks migrations."""
     url = cfg.url.get_secret_value()
     try:
-        return await db.create_pool(url, cfg.pool_min, cfg.pool_max)
+        pool = await db.create_pool(url, cfg.pool_min, cfg.pool_max)
     except Exception as exc:
         raise Unreachable(
             f"cannot reach PostgreSQL at DATABASE_URL={db.redact(url)}: {type(exc).__name__}: {exc}"
         ) from None
+    try:
+        if missing := await db.pending(pool):
+            raise db.SchemaBehind(url, missing)
+    except BaseException:
+        await pool.close()
+        raise
+    return pool
 
 
 async def check_kafka(cfg: KafkaSettings, timeout: float = 10) -> list[str]:

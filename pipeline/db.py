@@ -16,6 +16,8 @@ from urllib.parse import urlsplit
 
 import asyncpg
 
+from pipeline.settings import ConfigError
+
 log = logging.getLogger(__name__)
 
 _LOCK_KEY = 0x1A6E57  # arbitrary, fixed: the advisory lock id for migrations
@@ -58,6 +60,34 @@ async def migrate(conn: asyncpg.Connection) -> list[str]:
     finally:
         await conn.execute("SELECT pg_advisory_unlock($1)", _LOCK_KEY)
     return applied
+
+
+class SchemaBehind(ConfigError):
+    """The database lacks migrations this build needs: fatal at start-up (exit 2, one
+    line with the fix, as every ConfigError), instead of a query failing later on a
+    missing table (``UndefinedTableError``)."""
+
+    def __init__(self, url: str, pending: list[str]) -> None:
+        self.pending = pending
+        some = ", ".join(pending[:3]) + (
+            f" and {len(pending) - 3} more" if len(pending) > 3 else ""
+        )
+        super().__init__(
+            f"the database at DATABASE_URL={redact(url)} lacks {len(pending)} migration(s)"
+            f" this build needs ({some}): run `ingest migrate` first (`make run` does)"
+        )
+
+
+async def pending(conn: asyncpg.Connection | asyncpg.Pool) -> list[str]:
+    """The migrations of this build not applied to the database (all of them on an empty
+    one). Versions applied that this build does not know (a newer build migrated) are
+    fine: migrations only add."""
+    try:
+        rows = await conn.fetch("SELECT version FROM schema_migrations")
+    except asyncpg.UndefinedTableError:
+        rows = []
+    done = {r["version"] for r in rows}
+    return [version for version, _ in migrations() if version not in done]
 
 
 async def connect(url: str, timeout: float = 10) -> asyncpg.Connection:

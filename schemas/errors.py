@@ -6,10 +6,10 @@ root, so a caller can catch the project's errors apart from a programming error
 permanent one by ``retriable``, as aiokafka's ``KafkaError`` does:
 
 * schemas: ``envelope.EnvelopeError`` (bad input; also a ``ValueError``).
-* pipeline: ``settings.ConfigError`` (``runtime.BindError``), ``clients.Unreachable``
-  (retriable), ``kafka.UndecodableBatch`` (a record batch no codec here decodes),
-  ``stack.procs.StackError``, ``starter.StartRejected``,
-  ``starter.ShutdownRequested``.
+* pipeline: ``settings.ConfigError`` (``runtime.BindError``, ``db.SchemaBehind``: migrations
+  missing), ``clients.Unreachable`` (retriable), ``kafka.UndecodableBatch`` (a
+  record batch no codec here decodes), ``stack.procs.StackError``,
+  ``starter.StartRejected``, ``starter.ShutdownRequested``.
 * relay: ``progress.ProgressError`` (an unreadable progress record).
 * ingress: ``stamping.StampError``, ``delivery.FatalProduceError``,
   ``delivery.DrainTimeout`` (retriable).
