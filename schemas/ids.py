@@ -196,6 +196,18 @@ def relay_transactional_id(instance: str) -> str:
     return f"ingest-outbox-relay:{_require('instance', instance)}"
 
 
+def approval_notice_id(task_id: str, kind: str, body: bytes) -> str:
+    """``{task_id}:{kind}:{digest(body)}``: the outbox id of one approval notice, and the
+    ``notice_id`` header its consumers dedupe on (``_digest`` below).
+
+    NEVER CHANGE IT. A notice activity retried after its outbox row was written (a
+    worker killed before it reported) has the same input, so the same id, and writes
+    nothing twice; a different notice (another round, reminder number, deadline...)
+    has a different body. ``body`` is the notice's JSON as published.
+    """
+    return f"{_require('task_id', task_id)}:{_require('kind', kind)}:{_digest([body.decode()])}"
+
+
 # --- debounce and batch windows (schemas/flow.py, docs/flow-control.md) ------------
 #
 # A debounced or batched run is not the run of one event but of a window of events,

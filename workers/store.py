@@ -36,9 +36,10 @@ from schemas.workflow_io import RunActivityInput, TaskSpec
 
 @dataclass(frozen=True)
 class OutboxMessage:
-    """What an ``emit`` task publishes, staged for the outbox (``ctx.stage``)."""
+    """A message for the outbox: what an ``emit`` task publishes (staged, ``ctx.stage``),
+    or an approval notice."""
 
-    id: str  # the task id: the outbox key and the dedupe id consumers see
+    id: str  # the dedupe id consumers see: the task id, or schemas.ids.approval_notice_id
     topic: str
     key: bytes | None
     headers: tuple[tuple[str, bytes], ...]  # values UTF-8 (stored as JSON text)
@@ -253,17 +254,23 @@ async def finish_with_outbox(
     The message is inserted only when the task is (now or already) succeeded; a task
     an operator failed meanwhile keeps its state and emits nothing. None if no row.
     """
-    headers = orjson.dumps([[k, v.decode()] for k, v in message.headers]).decode()
     async with pool.acquire() as conn, conn.transaction():
         row = await _advance(conn, task_id, TaskStatus.SUCCEEDED, None)
         if row is not None and row.status == TaskStatus.SUCCEEDED:
-            await conn.execute(
-                "INSERT INTO outbox (id, topic, key, headers, body)"
-                " VALUES ($1, $2, $3, $4::jsonb, $5) ON CONFLICT (id) DO NOTHING",
-                message.id,
-                message.topic,
-                message.key,
-                headers,
-                message.body,
-            )
+            await put_outbox(conn, message)
         return row
+
+
+async def put_outbox(conn: asyncpg.Pool | asyncpg.Connection, message: OutboxMessage) -> bool:
+    """Write ``message`` to the outbox once (by its id); True if this call wrote it."""
+    headers = orjson.dumps([[k, v.decode()] for k, v in message.headers]).decode()
+    status = await conn.execute(
+        "INSERT INTO outbox (id, topic, key, headers, body)"
+        " VALUES ($1, $2, $3, $4::jsonb, $5) ON CONFLICT (id) DO NOTHING",
+        message.id,
+        message.topic,
+        message.key,
+        headers,
+        message.body,
+    )
+    return bool(status == "INSERT 0 1")

@@ -1,8 +1,10 @@
 """The activities of approval tasks: notices to Kafka, and the audit trail in PostgreSQL.
 
 * ``approval_notice`` (a regular activity, retried until it succeeds or is no longer
-  wanted) publishes a request, reminder or escalation to the emit topic, keyed by the
-  task id, with the ``emit`` handler's headers plus ``notice``.
+  wanted) writes a request, reminder or escalation to the outbox, for the emit topic,
+  keyed by the task id, with the ``emit`` handler's headers plus ``notice`` and
+  ``notice_id`` (the dedupe id: several notices share a task id). ``ingest relay``
+  publishes it, exactly once for a read_committed consumer, as it does an ``emit``.
 * ``record_approval`` (a local activity, like the run bookkeeping) writes audit
   entries and the summary row, counts the metrics of the entries that were new
   (so a retry or a replay counts nothing twice), and refreshes the waiting gauge.
@@ -32,8 +34,10 @@ from schemas.approval_io import (
     AuditEntry,
     RecordApprovalInput,
 )
+from schemas.ids import approval_notice_id
 from workers.approvals import store
 from workers.handlers import Resources
+from workers.store import OutboxMessage, put_outbox
 
 log = logging.getLogger(__name__)
 
@@ -67,20 +71,26 @@ class ApprovalActivities:
 
     @activity.defn(name="approval_notice")
     async def notice(self, inp: ApprovalNoticeInput) -> None:
-        topic = inp.topic or self._resources.emit_topic
-        headers = [
+        """Write the notice to the outbox once; ``ingest relay`` publishes it (exactly once
+        for read_committed consumers, as an ``emit``)."""
+        body = orjson.dumps(
+            {"kind": inp.kind, "task_id": inp.task_id, "run_id": inp.run_id,
+             "activity_id": inp.activity_id, **inp.body},
+            option=orjson.OPT_SORT_KEYS,
+        )  # fmt: skip
+        notice_id = approval_notice_id(inp.task_id, inp.kind, body)
+        headers = (
             ("task_id", inp.task_id.encode()),
             ("run_id", inp.run_id.encode()),
             ("activity_id", inp.activity_id.encode()),
             ("task_type", APPROVAL_TASK_TYPE.encode()),
             ("notice", inp.kind.encode()),
-        ]
-        body = {"kind": inp.kind, "task_id": inp.task_id, "run_id": inp.run_id,
-                "activity_id": inp.activity_id, **inp.body}  # fmt: skip
-        producer = await self._resources.producer()
-        await producer.send_and_wait(
-            topic, orjson.dumps(body), key=inp.task_id.encode(), headers=headers
+            ("notice_id", notice_id.encode()),
         )
+        topic = inp.topic or self._resources.emit_topic
+        message = OutboxMessage(notice_id, topic, inp.task_id.encode(), headers, body)
+        if not await put_outbox(self._pool, message):
+            log.info("notice %s was already in the outbox (a retried attempt)", notice_id)
 
     @activity.defn(name="record_approval")
     async def record(self, inp: RecordApprovalInput) -> int:

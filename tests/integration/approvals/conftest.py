@@ -29,11 +29,12 @@ import orjson
 import pytest
 from temporalio.client import Client, WorkflowHandle
 
+from pipeline.kafka import header as kafka_header
 from pipeline.settings import Settings
 from schemas.approval_io import ApprovalDecision, ApprovalState, ApprovalUpdateResult
 from schemas.ids import task_workflow_id
 from schemas.workflow_io import RunActivityInput
-from tests.support import db, kafka
+from tests.support import db
 from tests.support.runs import event_run, start_run, worker_factory
 from tests.support.temporal import private_server
 from workers.approvals.part import approval_part
@@ -159,10 +160,21 @@ async def sleep_until(when: datetime) -> None:
     await asyncio.sleep(max(0.0, (when - datetime.now(UTC)).total_seconds()))
 
 
-async def notices(bootstrap: str, topic: str, kind: str) -> list[dict[str, Any]]:
-    """The approval notices of ``kind`` on ``topic`` (bodies), by due time."""
-    msgs = await kafka.read_all(bootstrap, topic)
-    bodies = [orjson.loads(m.value) for m in msgs if dict(m.headers).get("notice")]
+async def notices(cfg: Settings, pool: asyncpg.Pool, topic: str, kind: str) -> list[dict[str, Any]]:
+    """The approval notices of ``kind`` on ``topic`` (bodies), by due time, as a
+    read_committed consumer sees them once a relay (``ingest relay``'s code, in process,
+    its own instance) has published the test's outbox. Each notice once, by its
+    ``notice_id``; call it once per test (a second relay instance starts from no
+    progress and publishes the outbox again)."""
+    from tests.support.outbox import read_committed, running_relay
+
+    rows = await pool.fetchval("SELECT count(*) FROM outbox WHERE topic = $1", topic)
+    async with running_relay(cfg):
+        msgs = await read_committed(cfg.kafka.bootstrap_servers, topic, rows)
+    sent = [m for m in msgs if kafka_header(m.headers, "notice")]
+    ids = [kafka_header(m.headers, "notice_id") for m in sent]
+    assert None not in ids and len(set(ids)) == len(ids), f"a notice twice: {ids}"
+    bodies = [orjson.loads(m.value) for m in sent]
     return sorted((b for b in bodies if b["kind"] == kind), key=lambda b: b.get("due") or "")
 
 

@@ -79,7 +79,7 @@ async def test_approve_in_time_runs_the_next_task_after_the_reminders_due(
     expected = [d for d in due if d < decided]
     reminders = [e for e in final.audit if e.kind == "reminder"]
     assert final.reminders_sent == len(reminders) == len(expected) >= 1
-    sent = await notices(cfg.kafka.bootstrap_servers, topics.out, "approval.reminder")
+    sent = await notices(cfg, db_pool, topics.out, "approval.reminder")
     assert [at(n["due"]) for n in sent] == expected
     assert all(n["to"] == ["alice"] and n["task_id"] == task.id for n in sent)
 

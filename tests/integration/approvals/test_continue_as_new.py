@@ -118,7 +118,7 @@ async def test_a_long_wait_with_reminders_continues_as_new_on_schedule(
 
     assert final.continued_runs >= 1
     decided = at(final.audit[-1].at)
-    sent = await notices(cfg.kafka.bootstrap_servers, topics.out, "approval.reminder")
+    sent = await notices(cfg, db_pool, topics.out, "approval.reminder")
     dues = [at(n["due"]) for n in sent]
     assert dues == [requested + timedelta(seconds=i * remind) for i in range(1, len(dues) + 1)]
     assert [n["reminder"] for n in sent] == list(range(1, len(sent) + 1))

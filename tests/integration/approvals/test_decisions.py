@@ -121,6 +121,6 @@ async def test_a_decision_just_before_a_reminder_stops_reminders(
     assert decided < second_due, "the test needs the decision before the second reminder is due"
     reminders = [e for e in final.audit if e.kind == "reminder"]
     assert len(reminders) == final.reminders_sent == 1
-    sent = await notices(cfg.kafka.bootstrap_servers, topics.out, "approval.reminder")
+    sent = await notices(cfg, db_pool, topics.out, "approval.reminder")
     assert [at(n["due"]) for n in sent] == [requested + timedelta(seconds=remind)]
     assert all(at(n["due"]) < decided for n in sent)

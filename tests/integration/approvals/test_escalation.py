@@ -53,7 +53,7 @@ async def test_no_decision_escalates_then_auto_rejects(
     )
     assert n == 1
     # The escalation event went to the escalation contact, keyed by the task id.
-    (notice,) = await notices(cfg.kafka.bootstrap_servers, topics.out, "approval.escalated")
+    (notice,) = await notices(cfg, db_pool, topics.out, "approval.escalated")
     assert (notice["to"], notice["task_id"], notice["status"]) == (["carol"], task.id, "escalated")
     assert [r["kind"] for r in await events(db_pool, task.id)] == [e.kind for e in final.audit]
     assert (

@@ -124,3 +124,17 @@ def test_cloudevent_id_is_bounded_and_refuses_empty_attributes():
     for source, ce_id in [("", "1"), ("/a", "")]:
         with pytest.raises(ValueError):
             ids.cloudevent_event_id(source, ce_id)
+
+
+def test_approval_notice_id_is_pinned():
+    """The outbox id and ``notice_id`` header of an approval notice: never to change."""
+    body = b'{"reminder":1}'
+    assert (
+        ids.approval_notice_id("task-x", "approval.reminder", body)
+        == "task-x:approval.reminder:1c0b6e41ed13e6a26e5f077aa66362c5"
+    )
+    assert ids.approval_notice_id("task-x", "approval.reminder", b'{"reminder":2}') != (
+        ids.approval_notice_id("task-x", "approval.reminder", body)
+    )
+    with pytest.raises(ValueError):
+        ids.approval_notice_id("", "approval.reminder", body)
