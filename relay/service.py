@@ -143,6 +143,8 @@ class Relay:
                 )
             )
             await asyncio.gather(*sent)
+            if self.rcfg.fault_commit_delay_seconds:  # tests only: keep the transaction open
+                await self.shutdown.wait(self.rcfg.fault_commit_delay_seconds)
             await producer.commit_transaction()
         except BaseException:
             RELAY_ABORTED.inc()

@@ -27,6 +27,10 @@ class RelaySettings(BaseSettings):
     # Published rows older than this are pruned (0 = keep forever), as the ledger is.
     retention_days: float = Field(7.0, ge=0)
     prune_interval_seconds: float = Field(3600.0, gt=0)
+    # Fault injection for tests: wait this long (or until SIGTERM) between the sends'
+    # acknowledgements and the commit, so a kill lands inside an open transaction.
+    # Never set it in production.
+    fault_commit_delay_seconds: float = Field(0.0, ge=0)
 
 
 def load_relay_settings(**overrides: object) -> RelaySettings:

@@ -11,12 +11,15 @@ Here the input is the emits the runs ask for (``count`` emit tasks per run, keye
 result, and ``ingest relay`` publishes them in Kafka transactions. While the runs
 are started (paced), the worker is SIGKILLed 3 times (after 20, 40, 60 % of the
 emits reached the outbox) and the relay 3 times (after 25, 45, 65 % were
-published); the broker leading the relay's progress topic is SIGKILLed once (at
-50 %) and restarted 10 s later. Every kill lands on a running process and is
-restarted at once. The final ``read_committed`` consumer of the emit topic must see
-every task id once: the set of outbox ids (= the expected task ids), 0 duplicates,
-and each key's records in the outbox's order; and Kafka's own Java consumer
-(``ConsoleConsumer --isolation-level read_committed``) must see the same.
+published; each relay transaction stays open 0.3 s after its sends, a test-only
+setting, so those kills land inside open transactions: the records of the aborted
+ones, which a read_uncommitted reader sees, must exist); the broker leading the
+relay's progress topic is SIGKILLed once (at 50 %) and restarted 10 s later. Every
+kill lands on a running process and is restarted at once. The final
+``read_committed`` consumer of the emit topic must see every task id once: the set
+of outbox ids (= the expected task ids), 0 duplicates, and each key's records in the
+outbox's order; and Kafka's own Java consumer (``ConsoleConsumer --isolation-level
+read_committed``) must see the same.
 """
 
 from __future__ import annotations
@@ -46,6 +49,7 @@ PER_RUN = 10  # emit tasks per run
 RUNS_PER_SECOND = 1.0  # 10 emits/s: within what the worker keeps up with on 2 cores
 KEYS = 7
 DOWN = 10  # seconds the killed broker stays down
+COMMIT_DELAY = "0.3"  # seconds each relay transaction stays open after its sends
 # (fraction of emits, what is killed): worker kills count outbox rows, the others
 # count rows the relay committed.
 KILLS = [(0.2, "worker"), (0.25, "relay"), (0.4, "worker"), (0.45, "relay"),
@@ -104,6 +108,9 @@ async def test_relay_emits_exactly_once_under_kills(
         "INGEST_RELAY_BATCH_SIZE": "25",
         "INGEST_RELAY_POLL_INTERVAL_MS": "50",
         "INGEST_RELAY_LOCK_RETRY_SECONDS": "0.2",
+        # Each transaction stays open a while after its records are sent, so the relay
+        # kills land inside open transactions (checked: aborted_copies > 0).
+        "INGEST_RELAY_FAULT_COMMIT_DELAY_SECONDS": COMMIT_DELAY,
     }
     scale = "full" if emits >= 5000 else "reduced"
     figures = fault.figures("17 outbox relay: relay, worker, leader SIGKILL", events=emits)
@@ -188,6 +195,7 @@ async def test_relay_emits_exactly_once_under_kills(
     assert outbox_ids == expected, (len(outbox_ids), len(expected))
     v.check()
     java.check()
+    assert len(log) > java.seen, "no relay kill landed inside an open transaction"
 
 
 async def _is(pool: asyncpg.Pool, instance: str, n: int) -> bool:

@@ -154,7 +154,15 @@ async def test_relay_sigkilled_repeatedly_neither_skips_nor_duplicates(
     """Kafka's transactions test in small: SIGKILL the relay mid-stream, 3 times."""
     instance = _instance()
     n = 1500
-    env = relay_env(stack.kafka, database_url, instance, INGEST_RELAY_BATCH_SIZE="20")
+    # Each transaction stays open 0.1 s after its sends (test-only), so the kills land
+    # inside open transactions: checked below by the aborted records they leave.
+    env = relay_env(
+        stack.kafka,
+        database_url,
+        instance,
+        INGEST_RELAY_BATCH_SIZE="20",
+        INGEST_RELAY_FAULT_COMMIT_DELAY_SECONDS="0.1",
+    )
     await insert_rows(db_pool, topics.out, n)
     log = tmp_path / "relay.log"
     for kill in range(3):
@@ -177,6 +185,8 @@ async def test_relay_sigkilled_repeatedly_neither_skips_nor_duplicates(
     v = verdict(java, order)
     assert v.seen == n, v
     v.check()
+    uncommitted = await asyncio.to_thread(read_java, stack.kafka, topics.out, "read_uncommitted")
+    assert len(uncommitted) > n, "no kill landed inside an open transaction"
 
 
 async def test_a_standby_relay_takes_over_when_the_owner_dies(
