@@ -113,7 +113,7 @@ async def test_relay_emits_exactly_once_under_kills(
         "INGEST_RELAY_FAULT_COMMIT_DELAY_SECONDS": COMMIT_DELAY,
     }
     scale = "full" if emits >= 5000 else "reduced"
-    figures = fault.figures("17 outbox relay: relay, worker, leader SIGKILL", events=emits)
+    figures = fault.figures("19 outbox relay: relay, worker, leader SIGKILL", events=emits)
     figures.update(scale=scale)
     worker = await pipe.spawn("worker")
     relay = await pipe.spawn("relay", **relay_env)
