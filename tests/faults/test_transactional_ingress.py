@@ -17,9 +17,9 @@ inside the same transaction) goes through ``ingest ingress`` with
 A ``read_committed`` consumer follows the events topic and the DLQ throughout, and a fresh
 one reads them again at the end, and so does Kafka's own Java consumer: each must see every
 raw message exactly once (input set = output set, 0 duplicates; with one partition, in raw
-order). A ``read_uncommitted`` reader
-counts what aborted transactions left on the log (``aborted_copies``): a kill that landed
-mid-transaction shows up there, never in the committed view.
+order). A ``read_uncommitted`` reader counts what aborted transactions left on the log
+(``aborted_copies``): a kill that landed mid-transaction shows up there, never in the
+committed view.
 
 18 is the control: the same kills with ingress in its plain (at-least-once) mode. The same
 check must then see duplicates, the Java reader as many as the aiokafka one; if it did

@@ -32,16 +32,15 @@ async def insert_rows(
 ) -> list[str]:
     """``n`` outbox rows (ids ``row-{i}``, keys ``k{i % keys}``), each in its own
     transaction as a task's would be; returns their ids."""
+    from workers.store import OutboxMessage, put_outbox
+
     ids = [f"row-{i}" for i in range(start, start + n)]
     for i, rid in zip(range(start, start + n), ids, strict=True):
-        await pool.execute(
-            "INSERT INTO outbox (id, topic, key, headers, body) VALUES ($1, $2, $3, $4::jsonb, $5)",
-            rid,
-            topic,
-            f"k{i % keys}".encode(),
-            f'[["task_id", "{rid}"]]',
+        message = OutboxMessage(
+            rid, topic, f"k{i % keys}".encode(), (("task_id", rid.encode()),),
             f'{{"i": {i}}}'.encode(),
-        )
+        )  # fmt: skip
+        assert await put_outbox(pool, message), f"{rid} was already in the outbox"
     return ids
 
 

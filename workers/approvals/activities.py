@@ -1,4 +1,4 @@
-"""The activities of approval tasks: notices to Kafka, and the audit trail in PostgreSQL.
+"""The activities of approval tasks: notices (through the outbox), and the audit trail.
 
 * ``approval_notice`` (a regular activity, retried until it succeeds or is no longer
   wanted) writes a request, reminder or escalation to the outbox, for the emit topic,
