@@ -6,7 +6,9 @@
 -- release never interleave. A slot row is held while store.HELD says so (not ended,
 -- lease not run out), the same rule as task permits and `ingest flow list`.
 
--- Admit-and-acquire, one transaction. Returns one row:
+-- Admit-and-acquire, one transaction (column references are qualified, and the slot
+-- conflict names its constraint: the OUT columns slot, token, ... are variables here).
+-- Returns one row:
 --   slot/token: the grant (NULL slot: not this run's turn, it is queued or refreshed);
 --   waited: seconds since the run first queued (0 when admitted on its first round);
 --   fresh: false when the holder already held the slot (a retried or replayed step
@@ -78,7 +80,7 @@ BEGIN
     END IF;
     INSERT INTO permit_slots AS s (resource, slot, token, run_id, holder, lease_seconds)
         VALUES (p_resource, v_slot, 1, p_run_id, p_holder, p_lease)
-        ON CONFLICT (resource, slot) DO UPDATE SET token = s.token + 1,
+        ON CONFLICT ON CONSTRAINT permit_slots_pkey DO UPDATE SET token = s.token + 1,
         run_id = EXCLUDED.run_id, holder = EXCLUDED.holder,
         lease_seconds = EXCLUDED.lease_seconds, acquired_at = now(), ended_at = NULL,
         outcome = NULL

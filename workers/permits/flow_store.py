@@ -14,12 +14,14 @@ the resource is idle.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TypeAlias
 
 import asyncpg
 
 from schemas.workflow_io import FlowSlot
 from workers.permits.store import HELD
 
+Conn: TypeAlias = asyncpg.Pool | asyncpg.Connection
 _LIVE = "w.seen_at > now() - make_interval(secs => $1)"
 
 
@@ -36,7 +38,7 @@ class Round:
 
 
 async def acquire(
-    pool: asyncpg.Pool,
+    pool: Conn,
     slot: FlowSlot,
     holder: str,
     holder_run_id: str,

@@ -27,10 +27,23 @@ async def _acquire(pool: asyncpg.Pool, slot: FlowSlot, holder: str) -> flow_stor
     return await flow_store.acquire(pool, slot, holder, f"run-{holder}", LEASE, STALE)
 
 
+async def _acquire_in_a_slow_transaction(
+    pool: asyncpg.Pool, slot: FlowSlot, holder: str
+) -> flow_store.Round:
+    """A round whose transaction stays open a little after the call (a busy database):
+    without the resource's lock, rounds running meanwhile would count the same free slots."""
+    async with pool.acquire() as con, con.transaction():
+        got = await flow_store.acquire(con, slot, holder, f"run-{holder}", LEASE, STALE)
+        await asyncio.sleep(0.05)
+    return got
+
+
 async def test_concurrent_rounds_never_grant_more_than_the_limit(db_pool: asyncpg.Pool) -> None:
     slot = _slot(3)
     holders = [f"h{i:02}" for i in range(24)]
-    rounds = await asyncio.gather(*(_acquire(db_pool, slot, h) for h in holders))
+    rounds = await asyncio.gather(
+        *(_acquire_in_a_slow_transaction(db_pool, slot, h) for h in holders)
+    )
     granted = {h: r for h, r in zip(holders, rounds, strict=True) if r.slot is not None}
     assert sorted(r.slot for r in granted.values()) == ["0", "1", "2"]  # type: ignore[type-var]
     assert all(r.fresh and r.token == 1 for r in granted.values())
