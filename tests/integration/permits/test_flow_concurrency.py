@@ -66,8 +66,9 @@ async def test_thirty_runs_over_three_keys_never_exceed_two_per_key(
 ):
     pool = flow_pool
     activity_id = await insert_flow_activity(pool, {"concurrency": {"limit": 2, "key": "data.k"}})
-    # k0's runs are slow: the fast keys must not queue behind them (head-of-line).
-    hold = {"k0": 2.5, "k1": 0.2, "k2": 0.2}
+    # k0's runs are slow: the fast keys must not queue behind them (head-of-line). The fast
+    # ones hold long enough (0.6 s) that two admitted together are surely inside together.
+    hold = {"k0": 2.5, "k1": 0.6, "k2": 0.6}
     runs = [
         event_run(activity_id, data={"k": k, "hold": hold[k]})
         for _ in range(10)
