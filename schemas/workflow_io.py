@@ -287,7 +287,7 @@ class PermitGrant:
     resource: str
     slot: str
     token: int  # fencing token: rises on every acquire of this (resource, slot)
-    permit_run_id: str  # the PermitSlotWorkflow run holding the slot
+    permit_run_id: str  # the PermitSlotWorkflow run holding the slot (flow slots: the run's)
 
 
 @dataclass(frozen=True)
@@ -343,30 +343,30 @@ class PermitEndedInput:
     outcome: str  # "released" | "lease_expired"
 
 
-# --- flow concurrency (workers/permits/flow_*.py): a run's slot, on the permits
+# --- flow concurrency (workers/permits/flow_*.py): a run's slot, a PostgreSQL row
 
 
 @dataclass(frozen=True)
-class FlowRoundInput:
-    """A waiting run's acquire round: queue it (once) and ask whether it is its turn."""
+class FlowAcquireInput:
+    """One admit-and-acquire round: take a slot if it is this run's turn, else queue it."""
 
     slot: FlowSlot
     holder: str  # the run's workflow id
-    busy: int = 0  # busy slots met in the previous round
+    holder_run_id: str  # its Temporal run id (recorded with the slot, shown as permit_run_id)
+    round_no: int = 0  # rounds already waited: sets the timer before the next one
 
 
 @dataclass(frozen=True)
-class FlowAcquiredInput:
-    slot: FlowSlot
-    holder: str
-    permit_slot: str
-    permit_run_id: str
-    lease_seconds: float
-    waited_seconds: float  # workflow time from the first round to holding the slot
+class FlowAcquired:
+    """A round's answer: the grant, or how long to wait before the next round (a
+    ``flow_wake`` signal cuts the wait short)."""
+
+    grant: PermitGrant | None
+    retry_seconds: float = 0.0
 
 
 @dataclass(frozen=True)
-class FlowReleasedInput:
+class FlowReleaseInput:
     slot: FlowSlot
     holder: str
 

@@ -36,9 +36,9 @@ class WorkerSettings(BaseSettings):
     emit_topic: str = Field("ingest.tasks", min_length=1)
     # Extra task handlers: "mymod:func,othermod" (see workers.handlers.registry).
     task_handlers: str = ""
-    # Lease of a run's flow.concurrency slot: the backstop that frees the slot of a run
-    # that stopped making progress. Keep it above the longest run of such an activity
-    # (docs/flow-control.md).
+    # Lease of a run's flow.concurrency slot: the backstop that frees it when Temporal
+    # cannot say whether its holder still runs (a closed holder's slot is freed by the
+    # first waiter). Keep it above the longest run of such an activity (docs/flow-control.md).
     flow_slot_lease_seconds: float = Field(3600.0, gt=0)
 
 

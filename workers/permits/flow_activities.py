@@ -1,32 +1,43 @@
-"""The local activities of flow concurrency: queue a waiting run, record its slot, wake
-the next ones; and the flow metrics.
+"""The local activities of flow concurrency: admit-and-acquire a run's slot (or queue
+it), release it and name the runs to wake; and the flow metrics.
 
 Like the permit activities, they count (workflow code cannot: a replay would count
 again) and their results are recorded in history, so a replay asks nothing twice.
-``flow_round`` answers with the limits of the slot's resource: ``admit`` is whether
-this run's turn has come (held slots + live waiters ahead of it < limit), so runs
-start in (priority, arrival) order; the permit child start stays the lock.
+Both are idempotent per holder (a retry after a worker crash gets the same grant, or
+ends nothing twice): ``flow_store`` decides everything under the resource's lock.
+
+A holder that an operator terminated runs no release. When the first run in the queue
+is refused (every slot held), the activity asks Temporal about the oldest holders (held for
+:data:`HOLDER_CHECK_AFTER_SECONDS` or more): a holder that is no longer running has
+its row ended (outcome ``holder_closed``) and the round is decided again. Temporal is
+the truth, the row the hint; the lease stays the backstop when Temporal cannot answer.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import Any
 
 import asyncpg
 from temporalio import activity
+from temporalio.client import Client, WorkflowExecutionStatus
+from temporalio.service import RPCError, RPCStatusCode
 
 from pipeline.metrics import FLOW_WAIT
 from schemas.flow_concurrency import WAITER_STALE_SECONDS
 from schemas.workflow_io import (
-    FlowAcquiredInput,
-    FlowReleasedInput,
-    FlowRoundInput,
+    FlowAcquired,
+    FlowAcquireInput,
+    FlowReleaseInput,
+    FlowSlot,
     FlowWake,
     PermitGrant,
-    PermitLimits,
 )
 from workers.permits import flow_store
+from workers.permits.semaphore import backoff_delay
+
+log = logging.getLogger(__name__)
 
 # A waiting run asks again at least every MAX_BACKOFF (a release also wakes it by
 # signal); one not seen for WAITER_STALE_SECONDS (4 of those) no longer counts.
@@ -34,42 +45,77 @@ BACKOFF_SECONDS = 2.0
 MAX_BACKOFF_SECONDS = 30.0
 STALE_SECONDS = WAITER_STALE_SECONDS
 DEFAULT_LEASE_SECONDS = 3600.0
+# A refused round checks at most this many of the oldest holders, each held this long.
+HOLDER_CHECKS = 3
+HOLDER_CHECK_AFTER_SECONDS = 10.0
+HOLDER_CLOSED = "holder_closed"
 
 
 class FlowActivities:
-    def __init__(self, pool: asyncpg.Pool, lease_seconds: float = DEFAULT_LEASE_SECONDS) -> None:
+    def __init__(
+        self,
+        pool: asyncpg.Pool,
+        client: Client | None = None,
+        lease_seconds: float = DEFAULT_LEASE_SECONDS,
+    ) -> None:
         self._pool = pool
+        self._client = client  # None: no holder checks (the lease alone frees a dead one)
         self._lease = lease_seconds
 
     def all(self) -> list[Callable[..., Any]]:
-        return [self.flow_round, self.flow_acquired, self.flow_released]
+        return [self.flow_acquire, self.flow_release]
 
-    @activity.defn(name="flow_round")
-    async def flow_round(self, inp: FlowRoundInput) -> PermitLimits:
-        held, ahead = await flow_store.queue_round(self._pool, inp.slot, inp.holder, STALE_SECONDS)
-        return PermitLimits(
-            capacity=inp.slot.limit,
-            lease_seconds=self._lease,
-            backoff_seconds=BACKOFF_SECONDS,
-            max_backoff_seconds=MAX_BACKOFF_SECONDS,
-            admit=held + ahead < inp.slot.limit,
+    @activity.defn(name="flow_acquire")
+    async def flow_acquire(self, inp: FlowAcquireInput) -> FlowAcquired:
+        got = await self._round(inp)
+        # Only the head of the queue checks the holders: a bounded cost per resource.
+        if got.slot is None and got.ahead == 0 and await self._freed_closed_holders(inp.slot):
+            got = await self._round(inp)
+        if got.slot is None:
+            retry = backoff_delay(inp.round_no, BACKOFF_SECONDS, MAX_BACKOFF_SECONDS)
+            return FlowAcquired(None, retry)
+        assert got.token is not None
+        if got.fresh:
+            FLOW_WAIT.labels(activity=inp.slot.activity_id).observe(got.waited_seconds)
+        return FlowAcquired(PermitGrant(inp.slot.resource, got.slot, got.token, inp.holder_run_id))
+
+    async def _round(self, inp: FlowAcquireInput) -> flow_store.Round:
+        return await flow_store.acquire(
+            self._pool, inp.slot, inp.holder, inp.holder_run_id, self._lease, STALE_SECONDS
         )
 
-    @activity.defn(name="flow_acquired")
-    async def flow_acquired(self, inp: FlowAcquiredInput) -> PermitGrant:
-        token, fresh = await flow_store.record_acquired(
-            self._pool,
-            inp.slot,
-            inp.holder,
-            inp.permit_slot,
-            inp.permit_run_id,
-            inp.lease_seconds,
+    async def _freed_closed_holders(self, slot: FlowSlot) -> bool:
+        """End the rows of the oldest holders Temporal reports closed: True if any."""
+        if self._client is None:
+            return False
+        freed = False
+        held = await flow_store.oldest_holders(
+            self._pool, slot.resource, HOLDER_CHECK_AFTER_SECONDS, HOLDER_CHECKS
         )
-        if fresh:
-            FLOW_WAIT.labels(activity=inp.slot.activity_id).observe(inp.waited_seconds)
-        return PermitGrant(inp.slot.resource, inp.permit_slot, token, inp.permit_run_id)
+        for h in held:
+            if await self._running(h.holder):
+                continue
+            if await flow_store.end_slot(self._pool, slot.resource, h, HOLDER_CLOSED):
+                log.warning(
+                    "flow slot %s:%s freed: its holder %s is closed and never released it",
+                    slot.resource, h.slot, h.holder,
+                )  # fmt: skip
+                freed = True
+        return freed
 
-    @activity.defn(name="flow_released")
-    async def flow_released(self, inp: FlowReleasedInput) -> FlowWake:
-        wake = await flow_store.after_release(self._pool, inp.slot, inp.holder, STALE_SECONDS)
+    async def _running(self, workflow_id: str) -> bool:
+        """False only when Temporal says the holder is closed (or gone past retention)."""
+        assert self._client is not None
+        try:
+            desc = await self._client.get_workflow_handle(workflow_id).describe()
+        except RPCError as exc:
+            if exc.status == RPCStatusCode.NOT_FOUND:
+                return False  # it held a slot, so it started: closed and past retention
+            log.info("flow holder %s not checked: %s", workflow_id, exc.message)
+            return True  # no answer: keep the slot held (the lease is the backstop)
+        return desc.status == WorkflowExecutionStatus.RUNNING
+
+    @activity.defn(name="flow_release")
+    async def flow_release(self, inp: FlowReleaseInput) -> FlowWake:
+        wake = await flow_store.release(self._pool, inp.slot, inp.holder, STALE_SECONDS)
         return FlowWake([w for w in wake if w != inp.holder])

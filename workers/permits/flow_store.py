@@ -1,101 +1,125 @@
-"""PostgreSQL side of flow concurrency: the wait queue and the per-key resources.
+"""PostgreSQL side of flow concurrency: the slots, the wait queue, the per-key resources.
 
-A slot is held while its ``permit_slots`` row is (same rule as task permits:
-``store.HELD``). ``flow_waiters`` orders the runs waiting for a resource by
-(priority, seq); a waiter counts while it was seen within ``stale_seconds`` (every
-round refreshes it). ``flow_slot_keys`` names the activity and key value behind a
-resource; it and the resource's ended slot rows go when the resource is idle.
+PostgreSQL is the one lock of a flow slot. ``flow_slot_acquire`` and
+``flow_slot_release`` (migration 0013) run under a transaction-scoped advisory lock on
+the resource: admission (slots held + live waiters ahead < limit), the claim of a
+``permit_slots`` row (its fencing token + 1) and the release never interleave. A slot
+is held while its row is (same rule as task permits: ``store.HELD``). ``flow_waiters``
+orders the runs waiting for a resource by (priority, seq); a waiter counts while it
+was seen within ``stale_seconds`` (every round refreshes it). ``flow_slot_keys`` names
+the activity and key value behind a resource; it and the resource's slot rows go when
+the resource is idle.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TypeAlias
 
 import asyncpg
 
 from schemas.workflow_io import FlowSlot
-from workers.permits.store import HELD, RECORD_ACQUIRE
+from workers.permits.store import HELD
 
-_LIVE = "w.seen_at > now() - make_interval(secs => $2)"
-
-_ROUND = (
-    "WITH k AS (INSERT INTO flow_slot_keys (resource, activity_id, key, slot_limit)"
-    " VALUES ($1, $3, $4, $5) ON CONFLICT (resource) DO UPDATE SET slot_limit = $5"
-    " WHERE flow_slot_keys.slot_limit <> $5),"
-    " me AS (INSERT INTO flow_waiters AS f (resource, holder, priority) VALUES ($1, $6, $7)"
-    " ON CONFLICT (resource, holder) DO UPDATE SET seen_at = now() RETURNING f.priority, f.seq)"
-    " SELECT (SELECT count(*) FROM permit_slots s WHERE s.resource = $1 AND " + HELD + ") AS held,"
-    " (SELECT count(*) FROM flow_waiters w, me WHERE w.resource = $1 AND w.holder <> $6"
-    " AND " + _LIVE + " AND (w.priority, w.seq) < (me.priority, me.seq)) AS ahead"
-)
+Conn: TypeAlias = asyncpg.Pool | asyncpg.Connection
+_LIVE = "w.seen_at > now() - make_interval(secs => $1)"
 
 
-async def queue_round(
-    pool: asyncpg.Pool, slot: FlowSlot, holder: str, stale_seconds: float
-) -> tuple[int, int]:
-    """Queue ``holder`` (once; later rounds keep its place): (slots held, live waiters ahead)."""
+@dataclass(frozen=True)
+class Round:
+    """One admit-and-acquire round as decided under the resource's lock."""
+
+    slot: str | None  # the slot held (None: queued, not its turn)
+    token: int | None
+    waited_seconds: float  # since the run first queued (0: admitted on its first round)
+    fresh: bool  # False: the holder already held it (a retried or replayed step)
+    held: int | None  # slots held when it was decided (None when already held)
+    ahead: int | None  # live waiters ahead of this run
+
+
+async def acquire(
+    pool: Conn,
+    slot: FlowSlot,
+    holder: str,
+    holder_run_id: str,
+    lease_seconds: float,
+    stale_seconds: float,
+) -> Round:
+    """Take a slot if it is ``holder``'s turn, else queue it (once; later rounds keep
+    its place). Idempotent: a holder that holds a slot gets it back unchanged."""
     row = await pool.fetchrow(
-        _ROUND,
+        "SELECT * FROM flow_slot_acquire($1, $2::uuid, $3, $4, $5, $6, $7, $8, $9)",
         slot.resource,
-        stale_seconds,
         slot.activity_id,
         slot.key,
         slot.limit,
         holder,
         slot.priority,
+        holder_run_id,
+        max(1, round(lease_seconds)),
+        stale_seconds,
     )
     assert row is not None
-    return int(row["held"]), int(row["ahead"])
+    return Round(
+        row["slot"],
+        None if row["token"] is None else int(row["token"]),
+        float(row["waited"]),
+        bool(row["fresh"]),
+        row["held"],
+        row["ahead"],
+    )
 
 
-async def record_acquired(
-    pool: asyncpg.Pool, slot: FlowSlot, holder: str, permit_slot: str, run_id: str, lease: float
-) -> tuple[int, bool]:
-    """Leave the queue and record the held slot in one transaction: (token, fresh)."""
-    async with pool.acquire() as con, con.transaction():
-        await con.execute(
-            "DELETE FROM flow_waiters WHERE resource = $1 AND holder = $2", slot.resource, holder
-        )
-        row = await con.fetchrow(
-            RECORD_ACQUIRE, slot.resource, permit_slot, run_id, holder, max(1, round(lease))
-        )
-    assert row is not None
-    return int(row["token"]), bool(row["fresh"])
-
-
-async def after_release(
+async def release(
     pool: asyncpg.Pool, slot: FlowSlot, holder: str, stale_seconds: float
 ) -> list[str]:
-    """After ``holder`` left (released, or gave up waiting): the waiters whose turn it is.
+    """``holder`` leaves (released, or gave up waiting): the waiters whose turn it is now.
 
     Also sweeps the resource's silent waiters, and when nobody holds or waits, deletes
-    the resource (its key row and its ended slot rows: never a held one).
+    the resource (its key row and its slot rows). Idempotent: a repeat ends nothing.
     """
-    async with pool.acquire() as con, con.transaction():
-        await con.execute(
-            "DELETE FROM flow_waiters w WHERE w.resource = $1"
-            " AND (w.holder = $3 OR NOT (" + _LIVE + "))",
-            slot.resource,
-            stale_seconds,
-            holder,
-        )
-        held = await con.fetchval(
-            "SELECT count(*) FROM permit_slots s WHERE s.resource = $1 AND " + HELD,
-            slot.resource,
-        )
-        free = max(0, slot.limit - int(held))
-        rows = await con.fetch(
-            "SELECT holder FROM flow_waiters WHERE resource = $1 ORDER BY priority, seq LIMIT $2",
-            slot.resource,
-            max(free, 1),
-        )
-        if not rows and held == 0:
-            await con.execute(
-                "DELETE FROM permit_slots WHERE resource = $1 AND ended_at IS NOT NULL",
-                slot.resource,
-            )
-            await con.execute("DELETE FROM flow_slot_keys WHERE resource = $1", slot.resource)
-    return [r["holder"] for r in rows[:free]]
+    rows = await pool.fetch(
+        "SELECT * FROM flow_slot_release($1, $2, $3, $4)",
+        slot.resource,
+        holder,
+        slot.limit,
+        stale_seconds,
+    )
+    return [r[0] for r in rows]
+
+
+@dataclass(frozen=True)
+class Holder:
+    slot: str
+    token: int
+    holder: str  # the holding run's workflow id
+
+
+async def oldest_holders(pool: asyncpg.Pool, resource: str, min_age: float, n: int) -> list[Holder]:
+    """Up to ``n`` held slots of ``resource`` held for at least ``min_age`` s, oldest first
+    (a dead holder's row keeps its age while live holders come and go)."""
+    rows = await pool.fetch(
+        "SELECT s.slot, s.token, s.holder FROM permit_slots s WHERE s.resource = $1 AND "
+        + HELD
+        + " AND s.acquired_at < now() - make_interval(secs => $2) ORDER BY s.acquired_at LIMIT $3",
+        resource,
+        min_age,
+        n,
+    )
+    return [Holder(r["slot"], int(r["token"]), r["holder"]) for r in rows]
+
+
+async def end_slot(pool: asyncpg.Pool, resource: str, held: Holder, outcome: str) -> bool:
+    """End ``held``'s row if it still is that grant (same token, not ended): True if so."""
+    status = await pool.execute(
+        "UPDATE permit_slots SET ended_at = now(), outcome = $4"
+        " WHERE resource = $1 AND slot = $2 AND token = $3 AND ended_at IS NULL",
+        resource,
+        held.slot,
+        held.token,
+        outcome,
+    )
+    return status.endswith(" 1")
 
 
 @dataclass(frozen=True)
@@ -114,10 +138,10 @@ _USE = (
     " (SELECT count(*) FROM flow_slot_keys k JOIN permit_slots s ON s.resource = k.resource"
     " WHERE k.activity_id = a.id AND " + HELD + ") AS in_use,"
     " (SELECT count(*) FROM flow_slot_keys k JOIN flow_waiters w ON w.resource = k.resource"
-    " WHERE k.activity_id = a.id AND " + _LIVE.replace("$2", "$1") + ") AS waiting,"
+    " WHERE k.activity_id = a.id AND " + _LIVE + ") AS waiting,"
     " (SELECT coalesce(extract(epoch FROM now() - min(w.arrived_at)), 0)::float8"
     " FROM flow_slot_keys k JOIN flow_waiters w ON w.resource = k.resource"
-    " WHERE k.activity_id = a.id AND " + _LIVE.replace("$2", "$1") + ") AS oldest"
+    " WHERE k.activity_id = a.id AND " + _LIVE + ") AS oldest"
     " FROM activities a WHERE a.flow ? 'concurrency' ORDER BY a.id"
 )
 

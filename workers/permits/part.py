@@ -67,5 +67,5 @@ def permit_part(deps: PartDeps) -> WorkerPart:
             await asyncio.sleep(REFRESH_SECONDS)
 
     acts = PermitActivities(deps.pool)
-    flow = FlowActivities(deps.pool, deps.worker_settings.flow_slot_lease_seconds)
+    flow = FlowActivities(deps.pool, deps.client, deps.worker_settings.flow_slot_lease_seconds)
     return WorkerPart("permits", (PermitSlotWorkflow,), [*acts.all(), *flow.all()], (refresher,))

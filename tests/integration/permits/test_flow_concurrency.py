@@ -1,5 +1,5 @@
 """flow.concurrency and flow.priority on the real Temporal and PostgreSQL: runs hold a
-permit slot per key value around their tasks (workers/permits/flow_slot.py).
+slot per key value around their tasks, a PostgreSQL row (workers/permits/flow_slot.py).
 
 Intervals come from ``flow_visits`` (the database's clock), written by the task itself.
 """
@@ -45,7 +45,8 @@ async def _visits(pool: asyncpg.Pool) -> list[asyncpg.Record]:
 
 
 async def assert_nothing_leaked(pool: asyncpg.Pool, temporal: Client, resources: list[str]) -> None:
-    """No waiter, no resource row, no slot row, and no open permit run of any slot."""
+    """No waiter, no resource row, no slot row, and no permit run of any slot (a flow
+    slot is a row, never a PermitSlotWorkflow)."""
     assert await pool.fetchval("SELECT count(*) FROM flow_waiters") == 0
     assert await pool.fetchval("SELECT count(*) FROM flow_slot_keys") == 0
     assert await pool.fetchval("SELECT count(*) FROM permit_slots") == 0
@@ -65,8 +66,9 @@ async def test_thirty_runs_over_three_keys_never_exceed_two_per_key(
 ):
     pool = flow_pool
     activity_id = await insert_flow_activity(pool, {"concurrency": {"limit": 2, "key": "data.k"}})
-    # k0's runs are slow: the fast keys must not queue behind them (head-of-line).
-    hold = {"k0": 2.5, "k1": 0.2, "k2": 0.2}
+    # k0's runs are slow: the fast keys must not queue behind them (head-of-line). The fast
+    # ones hold long enough (0.6 s) that two admitted together are surely inside together.
+    hold = {"k0": 2.5, "k1": 0.6, "k2": 0.6}
     runs = [
         event_run(activity_id, data={"k": k, "hold": hold[k]})
         for _ in range(10)
@@ -235,4 +237,37 @@ async def test_the_slot_is_released_on_failure_and_on_cancel(
     assert result.status == "succeeded"
     entered = [v["run_id"] for v in await _visits(pool)]
     assert entered == [failing.run_id, holder.run_id, last.run_id]  # the waiter never ran
+    await assert_nothing_leaked(pool, temporal, [flow_resource(activity_id, None)])
+
+
+async def test_a_terminated_holder_s_slot_is_freed_without_waiting_for_the_lease(
+    cfg, temporal, flow_pool, permit_worker
+):
+    """Limit 1, lease 3600 s: an operator terminates the run holding the slot (it runs no
+    release); the run waiting behind it gets the slot once Temporal reports the holder
+    closed (flow_activities: the head of the queue checks the oldest holders)."""
+    pool = flow_pool
+    await pool.execute("INSERT INTO flow_gates VALUES ('g', false)")
+    activity_id = await insert_flow_activity(pool, {"concurrency": {"limit": 1}})
+    holder = event_run(activity_id, data={"gate": "g"})
+    waiter = event_run(activity_id)
+    q = cfg.temporal.task_queue
+    async with permit_worker(_registry(pool)):
+        h_holder = await start_run(temporal, holder, q)
+        await eventually(lambda: _inside(pool, holder.run_id), 60, "holder inside")
+        h_waiter = await start_run(temporal, waiter, q)
+        await eventually(
+            lambda: _zero(pool, "SELECT count(*) - 1 FROM flow_waiters"), 60, "waiter queued"
+        )
+        await h_holder.terminate("operator")
+        try:
+            result = await asyncio.wait_for(h_waiter.result(), 90)
+        finally:
+            await pool.execute("UPDATE flow_gates SET open = true")  # the orphaned handler
+        await eventually(
+            lambda: _zero(pool, "SELECT count(*) FROM flow_slot_keys"), 30, "key cleaned up"
+        )
+    assert result.status == "succeeded"
+    assert (await h_holder.describe()).status == WorkflowExecutionStatus.TERMINATED
+    assert [v["run_id"] for v in await _visits(pool)] == [holder.run_id, waiter.run_id]
     await assert_nothing_leaked(pool, temporal, [flow_resource(activity_id, None)])
