@@ -140,7 +140,7 @@ class Kafka(Service):
                 str(props),
             ]
         )
-        wait_for(self.answering, "Kafka", self.proc, 90)
+        wait_for(self.answering, "Kafka", self.proc, self.cfg.kafka_start_timeout_seconds)
         return "started"
 
     def stop(self) -> bool:

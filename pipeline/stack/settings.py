@@ -23,6 +23,10 @@ class StackSettings(BaseSettings):
     kafka_port: int = Field(9092, ge=1, le=65535)
     kafka_controller_port: int = Field(9093, ge=1, le=65535)
     kafka_heap: str = "768m"
+    # How long `stack up` waits for the broker to answer. A broker recovers every
+    # partition's log before it answers: a dev box whose data directory holds the
+    # thousands of topics the suites leave needed 3.5 min (a fresh one, 10 s).
+    kafka_start_timeout_seconds: float = Field(300, gt=0)
     # >1: a local KRaft cluster (pipeline/stack/kafka_cluster.py), e.g. to try failover.
     kafka_nodes: int = Field(1, ge=1, le=9)
     temporal_port: int = Field(7233, ge=1, le=65535)
