@@ -149,6 +149,9 @@ class LogRunResult:
 class FinishRunInput:
     run_id: str
     status: str
+    # Set when the run holds a flow slot: the finish step also releases it and answers
+    # which waiting runs to wake (one step for both; absent from older histories).
+    release: FlowReleaseInput | None = None
 
 
 @dataclass(frozen=True)
@@ -208,6 +211,9 @@ class PlanTasksResult:
     # Set when the activity has flow.concurrency: the run holds a slot around its tasks.
     # Absent from histories recorded before it, which therefore hold none.
     flow_slot: FlowSlot | None = None
+    # The slot itself when start_run's first admission round granted it (the limit not
+    # reached): the run holds it with no flow_acquire step. None: it asks flow_acquire.
+    flow_grant: PermitGrant | None = None
 
 
 @dataclass(frozen=True)

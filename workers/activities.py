@@ -41,6 +41,8 @@ from schemas.workflow_io import (
     TRIGGER_CRON,
     TRIGGER_EVENT,
     FinishRunInput,
+    FlowAcquireInput,
+    FlowWake,
     LogRunInput,
     LogRunResult,
     PlanTasksInput,
@@ -55,6 +57,8 @@ from workers import store
 from workers.fix_audit import FIX_ACTIONS
 from workers.handlers import PermanentTaskError, Registry, Resources, TaskContext
 from workers.permits.fencing import permit_for
+from workers.permits.flow_activities import DEFAULT_LEASE_SECONDS, admission_round, granted
+from workers.permits.flow_activities import release as flow_release
 from workers.planning import PlanError, plan
 
 log = logging.getLogger(__name__)
@@ -150,12 +154,17 @@ def _count(spec: TaskSpec, row: store.TaskRow, claimed_running: bool = False) ->
 
 class RunActivities:
     def __init__(
-        self, pool: asyncpg.Pool, registry: Registry, resources: Resources | None = None
+        self,
+        pool: asyncpg.Pool,
+        registry: Registry,
+        resources: Resources | None = None,
+        flow_lease_seconds: float = DEFAULT_LEASE_SECONDS,
     ) -> None:
         self._pool = pool
         self._registry = registry
         self._short = registry.short()
         self._resources = resources or Resources()
+        self._flow_lease = flow_lease_seconds  # a flow slot start_run grants (flow.concurrency)
 
     def all(self) -> list[Callable[..., Any]]:
         """Every activity, for ``Worker(activities=...)``."""
@@ -188,6 +197,11 @@ class RunActivities:
         The run row is inserted (or found: insert-or-nothing, as ``log_run``) before
         the plan is checked, so a run whose plan fails is recorded and can be finished
         ``failed``, exactly as with the two steps.
+
+        With ``flow.concurrency`` the step also runs the slot's first admission round
+        (``flow_slot_acquire``, idempotent per holder: a retried step gets the same
+        grant): when the limit is not reached the run holds its slot with no step of
+        its own. A run refused here is queued, and asks ``flow_acquire`` in rounds.
         """
         _check_run(inp.run)
         inserted, raw, flow = await store.insert_run_and_tasks(self._pool, inp.run)
@@ -197,7 +211,11 @@ class RunActivities:
             slot = flow_slot_for(inp.run.activity_id, _flow_def(flow), inp.run.event)
         except (FlowKeyMissing, ValidationError) as exc:
             _permanent(f"activity {inp.run.activity_id} flow: {exc}", "PlanError")
-        return replace(planned, flow_slot=slot) if slot is not None else planned
+        if slot is None:
+            return planned
+        first = FlowAcquireInput(slot, inp.run.workflow_id, activity.info().workflow_run_id or "")
+        got = await admission_round(self._pool, first, self._flow_lease)
+        return replace(planned, flow_slot=slot, flow_grant=granted(first, got))
 
     @activity.defn(name="set_task_state")
     async def set_task_state(self, inp: TaskStateInput) -> TaskStateResult:
@@ -324,8 +342,11 @@ class RunActivities:
             log.warning("could not note attempt %d of %s: %s", attempt, task_id, exc)
 
     @activity.defn(name="finish_run")
-    async def finish_run(self, inp: FinishRunInput) -> None:
+    async def finish_run(self, inp: FinishRunInput) -> FlowWake | None:
+        """The run's outcome; with ``inp.release``, its flow slot released in the same
+        step: the answer names the waiting runs to wake (None: it held no slot)."""
         if inp.status not in RUN_OUTCOMES:
             _permanent(f"run status must be one of {RUN_OUTCOMES}, got {inp.status!r}")
         if not await store.finish_run(self._pool, inp.run_id, inp.status):
             _permanent(f"no activity_runs row for run {inp.run_id}", "UnknownRun")
+        return None if inp.release is None else await flow_release(self._pool, inp.release)

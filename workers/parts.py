@@ -61,7 +61,9 @@ def core_part(deps: PartDeps) -> WorkerPart:
     from workers.task_workflow import TaskInstanceWorkflow
 
     start_metrics_at_zero(deps.registry.names())
-    acts = RunActivities(deps.pool, deps.registry, deps.resources)
+    acts = RunActivities(
+        deps.pool, deps.registry, deps.resources, deps.worker_settings.flow_slot_lease_seconds
+    )
     fixes = FixActivities(deps.pool)  # TaskInstanceWorkflow's pause-and-fix audit
     return WorkerPart(
         "runs",

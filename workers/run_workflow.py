@@ -42,7 +42,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from workers.activities import RunActivities
     from workers.approvals.stages import run_in_stages
-    from workers.permits.flow_slot import FLOW_WAKE_SIGNAL, Waker, hold_flow_slot
+    from workers.permits.flow_slot import FLOW_WAKE_SIGNAL, FlowHold, Waker, hold_flow_slot, wake
     from workers.steps import db_step, describe
     from workers.task_workflow import TaskInstanceWorkflow
 
@@ -84,12 +84,14 @@ class RunActivityWorkflow:
         # are reported skipped when it is not given, and its failure fails the run.
         # flow.concurrency: the tasks run holding one of the limit's slots (per key value);
         # a plan recorded without a slot (no concurrency, or before it existed) holds none.
-        async with hold_flow_slot(planned.flow_slot, inp.workflow_id, self._waker):
+        # The finish step releases the slot (one step for both).
+        slot, grant = planned.flow_slot, planned.flow_grant
+        async with hold_flow_slot(slot, inp.workflow_id, self._waker, grant) as hold:
             results = await run_in_stages(inp.run_id, planned.tasks, lambda s: self._child(inp, s))
-        counts = {s: sum(r.status == s for r in results) for s in TASK_OUTCOMES}
-        # A task an operator skipped does not fail the run (it is counted apart).
-        status = RunStatus.FAILED if counts[TaskStatus.FAILED] else RunStatus.SUCCEEDED
-        await self._finish(inp.run_id, status)
+            counts = {s: sum(r.status == s for r in results) for s in TASK_OUTCOMES}
+            # A task an operator skipped does not fail the run (it is counted apart).
+            status = RunStatus.FAILED if counts[TaskStatus.FAILED] else RunStatus.SUCCEEDED
+            await self._finish(inp.run_id, status, hold)
         return RunActivityResult(
             run_id=inp.run_id,
             status=status,
@@ -124,5 +126,6 @@ class RunActivityWorkflow:
         await db_step(RunActivities.log_run, LogRunInput(inp))
         return await db_step(RunActivities.plan_tasks, PlanTasksInput(inp))  # type: ignore[no-any-return]
 
-    async def _finish(self, run_id: str, status: str) -> None:
-        await db_step(RunActivities.finish_run, FinishRunInput(run_id, status))
+    async def _finish(self, run_id: str, status: str, hold: FlowHold | None = None) -> None:
+        release = hold.release_input() if hold is not None else None
+        await wake(await db_step(RunActivities.finish_run, FinishRunInput(run_id, status, release)))

@@ -51,6 +51,31 @@ HOLDER_CHECK_AFTER_SECONDS = 10.0
 HOLDER_CLOSED = "holder_closed"
 
 
+async def admission_round(
+    pool: asyncpg.Pool, inp: FlowAcquireInput, lease_seconds: float
+) -> flow_store.Round:
+    """One admit-and-acquire round (``flow_acquire``'s, and ``start_run``'s first)."""
+    return await flow_store.acquire(
+        pool, inp.slot, inp.holder, inp.holder_run_id, lease_seconds, STALE_SECONDS
+    )
+
+
+def granted(inp: FlowAcquireInput, got: flow_store.Round) -> PermitGrant | None:
+    """The grant a round decided (None: queued), its wait observed once per grant."""
+    if got.slot is None:
+        return None
+    assert got.token is not None
+    if got.fresh:
+        FLOW_WAIT.labels(activity=inp.slot.activity_id).observe(got.waited_seconds)
+    return PermitGrant(inp.slot.resource, got.slot, got.token, inp.holder_run_id)
+
+
+async def release(pool: asyncpg.Pool, inp: FlowReleaseInput) -> FlowWake:
+    """``inp.holder`` leaves its slot or the queue: the other runs whose turn it is now."""
+    wake = await flow_store.release(pool, inp.slot, inp.holder, STALE_SECONDS)
+    return FlowWake([w for w in wake if w != inp.holder])
+
+
 class FlowActivities:
     def __init__(
         self,
@@ -67,22 +92,15 @@ class FlowActivities:
 
     @activity.defn(name="flow_acquire")
     async def flow_acquire(self, inp: FlowAcquireInput) -> FlowAcquired:
-        got = await self._round(inp)
+        got = await admission_round(self._pool, inp, self._lease)
         # Only the head of the queue checks the holders: a bounded cost per resource.
         if got.slot is None and got.ahead == 0 and await self._freed_closed_holders(inp.slot):
-            got = await self._round(inp)
-        if got.slot is None:
+            got = await admission_round(self._pool, inp, self._lease)
+        grant = granted(inp, got)
+        if grant is None:
             retry = backoff_delay(inp.round_no, BACKOFF_SECONDS, MAX_BACKOFF_SECONDS)
             return FlowAcquired(None, retry)
-        assert got.token is not None
-        if got.fresh:
-            FLOW_WAIT.labels(activity=inp.slot.activity_id).observe(got.waited_seconds)
-        return FlowAcquired(PermitGrant(inp.slot.resource, got.slot, got.token, inp.holder_run_id))
-
-    async def _round(self, inp: FlowAcquireInput) -> flow_store.Round:
-        return await flow_store.acquire(
-            self._pool, inp.slot, inp.holder, inp.holder_run_id, self._lease, STALE_SECONDS
-        )
+        return FlowAcquired(grant)
 
     async def _freed_closed_holders(self, slot: FlowSlot) -> bool:
         """End the rows of the oldest holders Temporal reports closed: True if any."""
@@ -117,5 +135,4 @@ class FlowActivities:
 
     @activity.defn(name="flow_release")
     async def flow_release(self, inp: FlowReleaseInput) -> FlowWake:
-        wake = await flow_store.release(self._pool, inp.slot, inp.holder, STALE_SECONDS)
-        return FlowWake([w for w in wake if w != inp.holder])
+        return await release(self._pool, inp)

@@ -3,12 +3,14 @@
 
 The slot is a ``permit_slots`` row of resource ``flow.{activity}[.{uuid5(key)}]``
 (schemas.ids), and PostgreSQL is its one lock (``flow_store``, migration 0013). Each
-round is one local activity, ``flow_acquire``: under the resource's advisory lock it
-returns this run's slot if it holds one (a retried or replayed step), takes a free one
-if slots held + live waiters ahead of it (by priority, then arrival) < limit, or
-queues the run and answers how long to wait. When the limit is not reached a slot
-costs that one local activity and ``flow_release`` at the end, both inside workflow
-tasks the run has anyway: no child workflow, no signal, no timer.
+admission round, under the resource's advisory lock, returns this run's slot if it
+holds one (a retried or replayed step), takes a free one if slots held + live waiters
+ahead of it (by priority, then arrival) < limit, or queues the run and answers how
+long to wait. The first round runs inside ``start_run`` and the release inside
+``finish_run``: when the limit is not reached a slot costs no step of its own, only
+two statements in steps the run has anyway (no child workflow, signal or timer). A
+queued run asks again in rounds of its own local activity, ``flow_acquire``; a run
+that fails or is cancelled leaves in a ``flow_release`` step.
 
 A run that must wait holds nothing: it waits on a timer that a ``flow_wake`` signal
 cuts short. After every release, ``flow_release`` names the waiters whose turn it is
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from datetime import timedelta
 
 from temporalio import workflow
@@ -56,25 +59,49 @@ class Waker:
             pass
 
 
+@dataclass
+class FlowHold:
+    """The slot a run holds inside :func:`hold_flow_slot`: the run's finish step releases
+    it (``release_input``, then :func:`wake`), else the block's exit does."""
+
+    slot: FlowSlot
+    holder: str
+    released: bool = False
+
+    def release_input(self) -> FlowReleaseInput:
+        self.released = True  # the step that takes this input releases it (idempotent)
+        return FlowReleaseInput(self.slot, self.holder)
+
+
 @asynccontextmanager
-async def hold_flow_slot(slot: FlowSlot | None, holder: str, waker: Waker) -> AsyncIterator[None]:
-    """Hold the run's concurrency slot for the body (nothing when ``slot`` is None)."""
+async def hold_flow_slot(
+    slot: FlowSlot | None, holder: str, waker: Waker, grant: PermitGrant | None = None
+) -> AsyncIterator[FlowHold | None]:
+    """Hold the run's concurrency slot for the body (nothing when ``slot`` is None).
+
+    ``grant``: the slot as ``start_run`` granted it (no round of its own). The body may
+    release the slot in its finish step (:meth:`FlowHold.release_input`); a body that
+    fails, is cancelled or ends without that releases it here.
+    """
     if slot is None:
-        yield
+        yield None
         return
+    hold = FlowHold(slot, holder)
     try:
-        grant = await _acquire(slot, holder, waker)
+        if grant is None:
+            grant = await _acquire(slot, holder, waker)
         workflow.logger.debug("flow slot %s:%s token %s", grant.resource, grant.slot, grant.token)
-        yield
+        yield hold
     except GeneratorExit:
         # Evicted from the worker's cache (shutdown, a full cache): the coroutine is torn
         # down, not ended, and no workflow call can run now. The slot (or the place in
         # the queue) stays; the run resumes on a worker by replay and releases it there.
         raise
     except BaseException:  # failed or cancelled, while waiting or holding the slot
-        await _leave(slot, holder)
+        await _leave(hold)
         raise
-    await _leave(slot, holder)
+    if not hold.released:
+        await _leave(hold)
 
 
 async def _acquire(slot: FlowSlot, holder: str, waker: Waker) -> PermitGrant:
@@ -91,10 +118,14 @@ async def _acquire(slot: FlowSlot, holder: str, waker: Waker) -> PermitGrant:
         round_no += 1
 
 
-async def _leave(slot: FlowSlot, holder: str) -> None:
-    """Out of the queue or the slot: wake the runs whose turn it is now."""
-    wake: FlowWake = await db_step(FlowActivities.flow_release, FlowReleaseInput(slot, holder))
-    for wf_id in wake.workflow_ids:
+async def _leave(hold: FlowHold) -> None:
+    """Out of the queue or the slot, in a step of its own."""
+    await wake(await db_step(FlowActivities.flow_release, hold.release_input()))
+
+
+async def wake(woken: FlowWake | None) -> None:
+    """Signal the runs whose turn a release made."""
+    for wf_id in woken.workflow_ids if woken is not None else ():
         try:
             await workflow.get_external_workflow_handle(wf_id).signal(FLOW_WAKE_SIGNAL)
         except ApplicationError as exc:  # closed meanwhile: its timer was the fallback anyway

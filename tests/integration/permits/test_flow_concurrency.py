@@ -7,6 +7,7 @@ Intervals come from ``flow_visits`` (the database's clock), written by the task 
 from __future__ import annotations
 
 import asyncio
+import json
 from collections import defaultdict
 from datetime import datetime
 from typing import Any
@@ -270,4 +271,40 @@ async def test_a_terminated_holder_s_slot_is_freed_without_waiting_for_the_lease
     assert result.status == "succeeded"
     assert (await h_holder.describe()).status == WorkflowExecutionStatus.TERMINATED
     assert [v["run_id"] for v in await _visits(pool)] == [holder.run_id, waiter.run_id]
+    await assert_nothing_leaked(pool, temporal, [flow_resource(activity_id, None)])
+
+
+async def _local_activity_types(handle: Any) -> list[str]:
+    """The activity type of every local-activity marker in a run's history, in order."""
+    types = []
+    async for e in handle.fetch_history_events():
+        marker = e.marker_recorded_event_attributes
+        if e.HasField("marker_recorded_event_attributes") and marker.marker_name != "core_patch":
+            data = marker.details["data"].payloads[0].data
+            types.append(json.loads(data)["activity_type"])
+    return types
+
+
+async def test_a_run_under_the_limit_holds_its_slot_with_no_step_of_its_own(
+    cfg, temporal, flow_pool, permit_worker
+):
+    """The first admission round runs in start_run and the release in finish_run: a run
+    that finds a free slot records the same steps as a run without flow control."""
+    pool = flow_pool
+    activity_id = await insert_flow_activity(pool, {"concurrency": {"limit": 5}})
+    gate = f"g-{activity_id}"  # the task stays inside until the slot has been read
+    await pool.execute("INSERT INTO flow_gates VALUES ($1, false)", gate)
+    run = event_run(activity_id, data={"gate": gate})
+    async with permit_worker(_registry(pool)):
+        handle = await start_run(temporal, run, cfg.temporal.task_queue)
+        await eventually(lambda: _inside(pool, run.run_id), 60, "inside its task")
+        held = await pool.fetch(
+            "SELECT holder, token FROM permit_slots WHERE resource = $1 AND ended_at IS NULL",
+            flow_resource(activity_id, None),
+        )
+        await pool.execute("UPDATE flow_gates SET open = true WHERE name = $1", gate)
+        result = await asyncio.wait_for(handle.result(), 60)
+    assert result.status == "succeeded"
+    assert [(r["holder"], r["token"]) for r in held] == [(run.workflow_id, 1)]
+    assert await _local_activity_types(handle) == ["start_run", "finish_run"]
     await assert_nothing_leaked(pool, temporal, [flow_resource(activity_id, None)])
