@@ -13,9 +13,9 @@ queued run asks again in rounds of its own local activity, ``flow_acquire``; a r
 that fails or is cancelled leaves in a ``flow_release`` step.
 
 A run that must wait holds nothing: it waits on a timer that a ``flow_wake`` signal
-cuts short. After every release, ``flow_release`` names the waiters whose turn it is
-and the releasing run signals them; the timer covers a lost wake-up (a waiter whose
-worker died, a signal to a closed run).
+cuts short. Every release (``finish_run``'s or ``flow_release``'s) names the waiters
+whose turn it is and the releasing run signals them (:func:`wake`); the timer covers a
+lost wake-up (a waiter whose worker died, a signal to a closed run).
 
 Workflow code: deterministic, every decision from a recorded local activity.
 """
