@@ -241,6 +241,10 @@ class TaskInstanceInput:
     # Claim and mark running in one step. Parents set it; children started before
     # it existed replay their recorded two steps (no patch marker needed).
     claim_running: bool = False
+    # The handler step of a local task without a permit may claim it first, then run
+    # the handler and mark it succeeded (``run_local_task``: one step for the three).
+    # Parents set it; children started before it existed replay their recorded steps.
+    claim_in_step: bool = False
 
 
 @dataclass(frozen=True)
@@ -281,6 +285,16 @@ class RunHandlerInput:
     # On success, also mark the task succeeded in the same step (the workflow then
     # skips its own "succeeded" step): set for short handlers (TaskSpec.local).
     finish: bool = False
+
+
+@dataclass(frozen=True)
+class LocalTaskResult:
+    """What ``run_local_task`` did: its claim (None: the database did not answer, the
+    workflow claims the task itself) and whether it also marked the task succeeded.
+    A claim that is not ``claimed``, or already an outcome, ran no handler."""
+
+    claim: TaskStateResult | None
+    finished: bool = False
 
 
 # --- permits (workers/permits) ---------------------------------------------------

@@ -36,13 +36,14 @@ from schemas.definitions import TaskDef
 from schemas.flow import FlowDef, FlowKeyMissing
 from schemas.flow_concurrency import flow_slot_for
 from schemas.ids import run_id_for
-from schemas.status import RUN_OUTCOMES, TASK_TRANSITIONS, TaskStatus
+from schemas.status import RUN_OUTCOMES, TASK_OUTCOMES, TASK_TRANSITIONS, TaskStatus
 from schemas.workflow_io import (
     TRIGGER_CRON,
     TRIGGER_EVENT,
     FinishRunInput,
     FlowAcquireInput,
     FlowWake,
+    LocalTaskResult,
     LogRunInput,
     LogRunResult,
     PlanTasksInput,
@@ -169,7 +170,7 @@ class RunActivities:
     def all(self) -> list[Callable[..., Any]]:
         """Every activity, for ``Worker(activities=...)``."""
         return [self.log_run, self.plan_tasks, self.start_run, self.set_task_state,
-                self.run_handler, self.finish_run]  # fmt: skip
+                self.run_handler, self.run_local_task, self.finish_run]  # fmt: skip
 
     @activity.defn(name="log_run")
     async def log_run(self, inp: LogRunInput) -> LogRunResult:
@@ -222,6 +223,9 @@ class RunActivities:
         """Upsert the task_instances row; ``claimed=False`` means 'a duplicate, skip it'."""
         if inp.status not in TASK_TRANSITIONS:
             _permanent(f"status must be one of {TASK_TRANSITIONS}, got {inp.status!r}")
+        return await self._set_state(inp)
+
+    async def _set_state(self, inp: TaskStateInput) -> TaskStateResult:
         claim_running = inp.claim and inp.status == TaskStatus.RUNNING
         if inp.status == TaskStatus.PENDING or claim_running:
             row = await store.claim_task(
@@ -241,6 +245,29 @@ class RunActivities:
             ).inc()
             log.info("task %s is a duplicate of %s", inp.task_id, row.duplicate_of)
         return TaskStateResult(claimed=row.status != TaskStatus.DUPLICATE, status=row.status)
+
+    @activity.defn(name="run_local_task")
+    async def run_local_task(self, inp: RunHandlerInput) -> LocalTaskResult:
+        """A local task's claim, handler and finish in one step (``claim_in_step``).
+
+        The claim is the one ``set_task_state`` makes (claimed and running at once,
+        idempotent): a retried step finds the row running and runs the handler again;
+        a duplicate, or a task finished earlier, runs no handler. The claim is best
+        effort, as the finish is: a database error must not spend the handler's
+        attempts, so the step answers ``claim=None`` and the workflow claims the task
+        with its own step (retried without limit), then runs ``run_handler``.
+        """
+        claim_input = TaskStateInput(
+            inp.task_id, inp.run_id, inp.spec, TaskStatus.RUNNING, claim=True
+        )
+        try:
+            claim = await self._set_state(claim_input)
+        except Exception as exc:
+            log.warning("could not claim %s, the workflow will: %s", inp.task_id, exc)
+            return LocalTaskResult(None)
+        if not claim.claimed or claim.status in TASK_OUTCOMES:
+            return LocalTaskResult(claim)
+        return LocalTaskResult(claim, bool(await self.run_handler(inp)))
 
     @activity.defn(name="run_handler")
     async def run_handler(self, inp: RunHandlerInput) -> bool | None:
@@ -265,7 +292,8 @@ class RunActivities:
                 category=ApplicationErrorCategory.BENIGN,
             )
         info = activity.info()
-        await self._note_attempt(inp.task_id, info.attempt)
+        if info.attempt > 1:  # the claim (or a fix's retry) counted the first attempt
+            await self._note_attempt(inp.task_id, info.attempt)
         ctx = TaskContext(
             task_id=inp.task_id,
             run_id=inp.run_id,

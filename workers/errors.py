@@ -41,6 +41,16 @@ class PermitUnavailable(TaskFailed):
     """The task's permit resource cannot be held (not declared): a definition problem."""
 
 
+class TaskSettled(WorkerError):
+    """Not a failure: the step that claims a task found it settled already (a duplicate
+    of another task, or finished by an earlier run), so its handler did not run.
+    Raised inside the handler loop; ``TaskInstanceWorkflow`` returns ``status``."""
+
+    def __init__(self, status: str) -> None:
+        super().__init__(f"task is {status} already")
+        self.status = status
+
+
 class TaskConfigError(WorkerError, ValueError):
     """A task's ``config`` is invalid; the message names the key. ``plan_tasks`` finds it
     first (the plan fails); in workflow code it fails the task."""

@@ -107,7 +107,14 @@ class RunActivityWorkflow:
         try:
             return await workflow.execute_child_workflow(
                 TaskInstanceWorkflow.run,
-                TaskInstanceInput(task_id, inp.run_id, inp.activity_id, spec, claim_running=True),
+                TaskInstanceInput(
+                    task_id,
+                    inp.run_id,
+                    inp.activity_id,
+                    spec,
+                    claim_running=True,
+                    claim_in_step=True,
+                ),
                 id=task_id,
                 id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
             )

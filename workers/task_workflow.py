@@ -26,6 +26,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from schemas.status import TASK_OUTCOMES, TaskStatus
     from schemas.workflow_io import (
+        LocalTaskResult,
         PermitGrant,
         RunHandlerInput,
         TaskInstanceInput,
@@ -36,7 +37,7 @@ with workflow.unsafe.imports_passed_through():
     from workers.activities import RunActivities
     from workers.approvals import rules as approval_rules
     from workers.approvals.flow import ApprovalFlow
-    from workers.errors import TaskConfigError, TaskFailed
+    from workers.errors import TaskConfigError, TaskFailed, TaskSettled
     from workers.fixes import PausableTask
     from workers.options import handler_options
     from workers.permits.scope import hold_permit
@@ -53,10 +54,21 @@ class TaskInstanceWorkflow(PausableTask):
         # Approval tasks wait for a person here (workers/approvals); built before run()
         # so their updates and query have their state from the first workflow task.
         self._approval = ApprovalFlow(inp) if inp.spec.task_type == APPROVAL_TASK_TYPE else None
+        # True until the first handler step of a task claimed in that step: a local
+        # task holding no permit, whose parent allows it (``claim_in_step``).
+        self._unclaimed = (
+            inp.claim_in_step
+            and inp.continued is None
+            and inp.spec.local
+            and inp.spec.permit is None
+            and self._approval is None
+        )
 
     @workflow.run
     async def run(self, inp: TaskInstanceInput) -> TaskInstanceResult:
-        if inp.continued is None:  # a run continued as new was claimed by the first one
+        # A run continued as new was claimed by the first one; a task whose handler
+        # step claims it is claimed there (``_claim_and_run``).
+        if inp.continued is None and not self._unclaimed:
             claim = await self._claim(inp)
             if not claim.claimed:
                 return TaskInstanceResult(inp.task_id, TaskStatus.DUPLICATE)
@@ -70,6 +82,8 @@ class TaskInstanceWorkflow(PausableTask):
                 # on_failure=pause: a permanent failure waits for a fix (workers.fixes); the
                 # permit is held per attempt, so a paused task holds none while it waits.
                 status = await self._recoverable(inp, self._attempt, describe)
+        except TaskSettled as settled:  # the claim in the handler step: a duplicate, or done
+            return TaskInstanceResult(inp.task_id, settled.status)
         # A failed handler, or an outcome decided here; anything else is a bug and fails
         # the workflow task (a fixed worker then replays it), not the task.
         except (ActivityError, TaskFailed, TaskConfigError) as exc:
@@ -92,8 +106,9 @@ class TaskInstanceWorkflow(PausableTask):
         activity: inside this workflow's task, recorded as a marker, so a task costs
         no activity schedule/poll/complete cycle on the server. That step also marks
         the task succeeded (``RunHandlerInput.finish``; if it could not, the workflow's
-        own step does), one step fewer. Its failure
-        is raised as the same ActivityError a regular activity's is (``workers.steps``).
+        own step does), and its first run claims the task too (``_claim_and_run``).
+        Its failure is raised as the same ActivityError a regular activity's is
+        (``workers.steps``).
 
         Raises ActivityError when the handler fails for good (non-retryable, or
         retries exhausted) and TaskConfigError for a bad handler config.
@@ -109,9 +124,11 @@ class TaskInstanceWorkflow(PausableTask):
             maximum_attempts=opts.max_attempts,
         )
         if local:
-            self._finished = await local_step(
-                RunActivities.run_handler, arg, start_to_close_timeout=timeout, retry_policy=retry
-            )
+            options = {"start_to_close_timeout": timeout, "retry_policy": retry}
+            if self._unclaimed:
+                self._finished = await self._claim_and_run(inp, arg, options)
+            else:
+                self._finished = await local_step(RunActivities.run_handler, arg, **options)
             return
         await workflow.execute_activity_method(
             RunActivities.run_handler,
@@ -120,6 +137,29 @@ class TaskInstanceWorkflow(PausableTask):
             heartbeat_timeout=timedelta(seconds=opts.heartbeat_timeout_seconds),
             retry_policy=retry,
         )
+
+    async def _claim_and_run(
+        self, inp: TaskInstanceInput, arg: RunHandlerInput, options: dict[str, object]
+    ) -> bool:
+        """The first handler step of a ``claim_in_step`` task: claim, handler and finish
+        in one local activity. Raises TaskSettled when the claim finds the task
+        settled (no handler ran), ActivityError when the handler failed.
+
+        When the step failed, or could not claim (the database), the workflow's own
+        claim step makes sure the task is claimed before anything else is written; a
+        repeat of a claim made changes nothing.
+        """
+        self._unclaimed = False
+        try:
+            done: LocalTaskResult = await local_step(RunActivities.run_local_task, arg, **options)
+        except ActivityError:
+            _settle(await self._claim(inp))
+            raise
+        if done.claim is None:
+            _settle(await self._claim(inp))
+            return await local_step(RunActivities.run_handler, arg, **options)  # type: ignore[no-any-return]
+        _settle(done.claim)
+        return done.finished
 
     async def _claim(self, inp: TaskInstanceInput) -> TaskStateResult:
         """Claim the task and mark it running: one step (children started before
@@ -173,3 +213,11 @@ class TaskInstanceWorkflow(PausableTask):
                 approval_rules.NOT_AN_APPROVAL, f"{workflow.info().workflow_id} is not an approval"
             )
         return self._approval
+
+
+def _settle(claim: TaskStateResult) -> None:
+    """Raise TaskSettled unless the claim lets the handler run."""
+    if not claim.claimed:
+        raise TaskSettled(TaskStatus.DUPLICATE)
+    if claim.status in TASK_OUTCOMES:  # finished earlier
+        raise TaskSettled(claim.status)

@@ -4,6 +4,7 @@ and the real worker in-process (:func:`worker_factory`)."""
 from __future__ import annotations
 
 import asyncio
+import json
 import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
@@ -116,3 +117,14 @@ def worker_factory(cfg: Settings, temporal: Client, db_pool: asyncpg.Pool) -> Wo
             assert await asyncio.wait_for(task, 60) == 0
 
     return run
+
+
+async def local_activity_types(handle: WorkflowHandle[Any, Any]) -> list[str]:
+    """The activity type of every local-activity marker in a workflow's history, in order."""
+    types = []
+    async for e in handle.fetch_history_events():
+        marker = e.marker_recorded_event_attributes
+        if e.HasField("marker_recorded_event_attributes") and marker.marker_name != "core_patch":
+            data = marker.details["data"].payloads[0].data
+            types.append(json.loads(data)["activity_type"])
+    return types

@@ -7,7 +7,6 @@ Intervals come from ``flow_visits`` (the database's clock), written by the task 
 from __future__ import annotations
 
 import asyncio
-import json
 from collections import defaultdict
 from datetime import datetime
 from typing import Any
@@ -20,7 +19,7 @@ from temporalio.client import Client, WorkflowExecutionStatus
 
 from router.flow.concurrency_view import concurrency_rows
 from schemas.ids import flow_resource, permit_workflow_id
-from tests.support.runs import event_run, registry_with, start_run
+from tests.support.runs import event_run, local_activity_types, registry_with, start_run
 from tests.support.wait import eventually
 from workers.permits.part import refresh_flow_gauges
 
@@ -274,17 +273,6 @@ async def test_a_terminated_holder_s_slot_is_freed_without_waiting_for_the_lease
     await assert_nothing_leaked(pool, temporal, [flow_resource(activity_id, None)])
 
 
-async def _local_activity_types(handle: Any) -> list[str]:
-    """The activity type of every local-activity marker in a run's history, in order."""
-    types = []
-    async for e in handle.fetch_history_events():
-        marker = e.marker_recorded_event_attributes
-        if e.HasField("marker_recorded_event_attributes") and marker.marker_name != "core_patch":
-            data = marker.details["data"].payloads[0].data
-            types.append(json.loads(data)["activity_type"])
-    return types
-
-
 async def test_a_run_under_the_limit_holds_its_slot_with_no_step_of_its_own(
     cfg, temporal, flow_pool, permit_worker
 ):
@@ -306,5 +294,5 @@ async def test_a_run_under_the_limit_holds_its_slot_with_no_step_of_its_own(
         result = await asyncio.wait_for(handle.result(), 60)
     assert result.status == "succeeded"
     assert [(r["holder"], r["token"]) for r in held] == [(run.workflow_id, 1)]
-    assert await _local_activity_types(handle) == ["start_run", "finish_run"]
+    assert await local_activity_types(handle) == ["start_run", "finish_run"]
     await assert_nothing_leaked(pool, temporal, [flow_resource(activity_id, None)])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 
 import pytest
@@ -12,11 +13,13 @@ from temporalio.testing import ActivityEnvironment
 from schemas.ids import task_workflow_id
 from schemas.workflow_io import (
     FinishRunInput,
+    LocalTaskResult,
     LogRunInput,
     PlanTasksInput,
     RunHandlerInput,
     TaskSpec,
     TaskStateInput,
+    TaskStateResult,
 )
 from tests.support.runs import event_run, insert_activity, registry_with
 from workers.activities import RunActivities
@@ -223,17 +226,63 @@ async def test_a_short_handler_step_marks_its_task_succeeded_once(acts, db_pool)
     assert row["status"] == "running"
 
 
+async def test_a_local_task_step_claims_runs_and_finishes_once(db_pool):
+    """run_local_task: the claim, the handler and the finish. A repeat of the step
+    after it finished, and a second task with the same key, run no handler."""
+    calls: list[str] = []
+
+    async def probe(ctx) -> None:
+        calls.append(ctx.task_id)
+
+    acts = RunActivities(db_pool, registry_with(probe=probe))
+    env = ActivityEnvironment()
+    run_id = str(uuid.uuid4())
+    key = f"k-{uuid.uuid4()}"
+    first, second = (task_workflow_id(run_id, "probe", i) for i in (0, 1))
+    specs = [TaskSpec("probe", i, idempotency_key=key, local=True) for i in (0, 1)]
+    step = RunHandlerInput(first, run_id, "a", specs[0], finish=True)
+    done = await env.run(acts.run_local_task, step)
+    assert done == LocalTaskResult(TaskStateResult(True, "running"), finished=True)
+    again = await env.run(acts.run_local_task, step)  # the step re-run after a crash
+    assert again == LocalTaskResult(TaskStateResult(True, "succeeded"))
+    dup_step = RunHandlerInput(second, run_id, "a", specs[1], finish=True)
+    dup = await env.run(acts.run_local_task, dup_step)
+    assert dup == LocalTaskResult(TaskStateResult(False, "duplicate"))
+    assert calls == [first]
+    rows = await db_pool.fetch(
+        "SELECT id, status, attempts FROM task_instances WHERE run_id = $1::uuid ORDER BY id",
+        run_id,
+    )
+    assert [tuple(r) for r in rows] == [(first, "succeeded", 1), (second, "duplicate", 0)]
+
+
+class NoDatabase:
+    async def execute(self, *args):
+        raise ConnectionRefusedError("the database went away")
+
+    def acquire(self):
+        raise ConnectionRefusedError("the database went away")
+
+
+async def test_a_local_task_step_leaves_its_claim_to_the_workflow_when_the_database_is_away():
+    """No claim, no handler run: the step answers claim=None, spending no attempt."""
+    calls: list[int] = []
+
+    async def probe(ctx) -> None:
+        calls.append(ctx.attempt)
+
+    acts = RunActivities(NoDatabase(), registry_with(probe=probe))
+    run_id = str(uuid.uuid4())
+    spec = TaskSpec("probe", 0, local=True)
+    step = RunHandlerInput(task_workflow_id(run_id, "probe", 0), run_id, "a", spec, finish=True)
+    assert await ActivityEnvironment().run(acts.run_local_task, step) == LocalTaskResult(None)
+    assert calls == []
+
+
 async def test_a_handler_step_survives_a_database_outage(db_pool):
-    """The database is away: noting the attempt and marking the task succeeded fail,
-    yet the handler runs and succeeds (no attempt spent, no re-run), and the step
-    returns False so the workflow's own unlimited-retry step writes the success."""
-
-    class NoDatabase:
-        async def execute(self, *args):
-            raise ConnectionRefusedError("the database went away")
-
-        def acquire(self):
-            raise ConnectionRefusedError("the database went away")
+    """The database is away: noting a retry's attempt and marking the task succeeded
+    fail, yet the handler runs and succeeds (no attempt spent, no re-run), and the
+    step returns False so the workflow's own unlimited-retry step writes the success."""
 
     calls: list[int] = []
 
@@ -245,5 +294,8 @@ async def test_a_handler_step_survives_a_database_outage(db_pool):
     step = RunHandlerInput(
         task_workflow_id(run_id, "probe", 0), run_id, "a", TaskSpec("probe", 0), finish=True
     )
-    assert await ActivityEnvironment().run(acts.run_handler, step) is False
-    assert calls == [1]
+    env = ActivityEnvironment()
+    assert await env.run(acts.run_handler, step) is False
+    env.info = dataclasses.replace(env.info, attempt=2)  # a retry notes its attempt first
+    assert await env.run(acts.run_handler, step) is False
+    assert calls == [1, 2]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import uuid
 
 import orjson
 import pytest
@@ -13,7 +14,13 @@ from temporalio.exceptions import WorkflowAlreadyStartedError
 from pipeline import kafka
 from schemas.ids import task_workflow_id
 from tests.support.outbox import running_relay
-from tests.support.runs import event_run, insert_activity, registry_with, start_run
+from tests.support.runs import (
+    event_run,
+    insert_activity,
+    local_activity_types,
+    registry_with,
+    start_run,
+)
 from workers.handlers import TaskContext
 from workers.handlers.base import register
 
@@ -124,6 +131,34 @@ async def test_shared_idempotency_key_runs_once(cfg, temporal, db_pool, worker):
     assert by_status.pop(holder) == ("succeeded", "m-7", None)
     assert set(by_status.values()) == {("duplicate", None, holder)}
     assert len(by_status) == 3
+
+
+async def test_a_local_task_is_claimed_run_and_finished_in_one_step(cfg, temporal, db_pool, worker):
+    """A short handler's task records one step (run_local_task: claim, handler, finish);
+    a duplicate's step finds the key held and runs no handler."""
+    ran: list[str] = []
+
+    @register("record_short", short=True)
+    async def record_short(ctx: TaskContext) -> None:
+        ran.append(ctx.task_id)
+
+    key = {"type": "record_short", "idempotency_key": "{data.message_id}"}
+    activity_id = await insert_activity(db_pool, [key, key])
+    run = event_run(activity_id, data={"message_id": f"m-{uuid.uuid4()}"})
+    async with worker(registry=registry_with(record_short=record_short)):
+        result = await (await start_run(temporal, run, cfg.temporal.task_queue)).result()
+
+    assert (result.status, result.tasks_succeeded, result.tasks_duplicate) == ("succeeded", 1, 1)
+    rows = await tasks(db_pool, run.run_id)
+    assert len(ran) == 1  # the two children race for the key: either may hold it
+    states = {r["id"]: (r["status"], r["attempts"]) for r in rows}
+    assert states.pop(ran[0]) == ("succeeded", 1)
+    assert list(states.values()) == [("duplicate", 0)]
+    for row in rows:
+        steps = await local_activity_types(temporal.get_workflow_handle(row["id"]))
+        assert steps == ["run_local_task"], row["id"]
+    parent = temporal.get_workflow_handle(run.workflow_id)
+    assert await local_activity_types(parent) == ["start_run", "finish_run"]
 
 
 async def activity_tasks_scheduled(temporal, workflow_id: str) -> int:

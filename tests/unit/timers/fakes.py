@@ -12,6 +12,7 @@ from temporalio.exceptions import ApplicationError
 
 from schemas.approval_io import ApprovalNoticeInput, RecordApprovalInput
 from schemas.workflow_io import (
+    LocalTaskResult,
     PermitEndedInput,
     RecordFixInput,
     RunHandlerInput,
@@ -29,9 +30,12 @@ class Fakes:
     handler_payloads: list[dict[str, Any]] = field(default_factory=list)
     fixes: list[str] = field(default_factory=list)  # record_fix actions
     permits_ended: list[str] = field(default_factory=list)  # permit_ended outcomes
+    # what each run_local_task step's claim answers (default: claimed, running)
+    local_claims: list[TaskStateResult | None] = field(default_factory=list)
+    local_steps: int = 0  # run_local_task calls
 
     def all(self) -> list[Callable[..., Any]]:
-        return [self.set_task_state, self.run_handler, self.record_approval,
+        return [self.set_task_state, self.run_handler, self.run_local_task, self.record_approval,
                 self.approval_notice, self.record_fix, self.permit_ended]  # fmt: skip
 
     @activity.defn(name="set_task_state")
@@ -46,6 +50,16 @@ class Fakes:
         if outcome is not None:
             raise outcome
         return None
+
+    @activity.defn(name="run_local_task")
+    async def run_local_task(self, inp: RunHandlerInput) -> LocalTaskResult:
+        self.local_steps += 1
+        default = TaskStateResult(claimed=True, status="running")
+        claim = self.local_claims.pop(0) if self.local_claims else default
+        if claim is None or not claim.claimed or claim.status != "running":
+            return LocalTaskResult(claim)
+        await self.run_handler(inp)
+        return LocalTaskResult(claim, finished=True)
 
     @activity.defn(name="record_approval")
     async def record_approval(self, inp: RecordApprovalInput) -> int:
