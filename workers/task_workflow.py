@@ -66,15 +66,11 @@ class TaskInstanceWorkflow(PausableTask):
 
     @workflow.run
     async def run(self, inp: TaskInstanceInput) -> TaskInstanceResult:
-        # A run continued as new was claimed by the first one; a task whose handler
-        # step claims it is claimed there (``_claim_and_run``).
-        if inp.continued is None and not self._unclaimed:
-            claim = await self._claim(inp)
-            if not claim.claimed:
-                return TaskInstanceResult(inp.task_id, TaskStatus.DUPLICATE)
-            if claim.status in TASK_OUTCOMES:  # finished earlier
-                return TaskInstanceResult(inp.task_id, claim.status)
         try:
+            # A run continued as new was claimed by the first one; a task whose handler
+            # step claims it is claimed there (``_claim_and_run``).
+            if inp.continued is None and not self._unclaimed:
+                _settle(await self._claim(inp))
             if self._approval is not None:
                 await self._approval.run()  # raises ApprovalRejected (a TaskFailed)
                 status: str = TaskStatus.SUCCEEDED
@@ -82,7 +78,7 @@ class TaskInstanceWorkflow(PausableTask):
                 # on_failure=pause: a permanent failure waits for a fix (workers.fixes); the
                 # permit is held per attempt, so a paused task holds none while it waits.
                 status = await self._recoverable(inp, self._attempt, describe)
-        except TaskSettled as settled:  # the claim in the handler step: a duplicate, or done
+        except TaskSettled as settled:  # the claim found a duplicate, or a task done earlier
             return TaskInstanceResult(inp.task_id, settled.status)
         # A failed handler, or an outcome decided here; anything else is a bug and fails
         # the workflow task (a fixed worker then replays it), not the task.

@@ -13,6 +13,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+import pytest
 from temporalio.testing import WorkflowEnvironment
 
 from schemas.ids import task_workflow_id
@@ -55,22 +56,18 @@ async def test_the_claim_handler_and_finish_are_one_step(
     assert (fakes.local_steps, fakes.states, len(fakes.handler_payloads)) == (1, [], 1)
 
 
-async def test_a_duplicate_runs_no_handler(
-    time_env: WorkflowEnvironment, fake_worker: WorkerFactory
+@pytest.mark.parametrize(
+    "claim",
+    [TaskStateResult(claimed=False, status="duplicate"), TaskStateResult(True, "failed")],
+    ids=["a duplicate", "finished earlier"],
+)
+async def test_a_settled_task_runs_no_handler(
+    time_env: WorkflowEnvironment, fake_worker: WorkerFactory, claim: TaskStateResult
 ) -> None:
-    fakes = Fakes(local_claims=[TaskStateResult(claimed=False, status="duplicate")])
+    fakes = Fakes(local_claims=[claim])
     result = await _run(time_env, fake_worker, fakes, _input())
-    assert result.status == "duplicate"
+    assert result.status == claim.status
     assert (fakes.local_steps, fakes.states, fakes.handler_payloads) == (1, [], [])
-
-
-async def test_a_task_finished_earlier_is_not_run_again(
-    time_env: WorkflowEnvironment, fake_worker: WorkerFactory
-) -> None:
-    fakes = Fakes(local_claims=[TaskStateResult(claimed=True, status="failed")])
-    result = await _run(time_env, fake_worker, fakes, _input())
-    assert result.status == "failed"
-    assert (fakes.states, fakes.handler_payloads) == ([], [])
 
 
 async def test_a_claim_the_database_did_not_answer_is_made_by_the_workflow(
