@@ -21,7 +21,7 @@ from temporalio.client import Client
 
 from definitions import store
 from pipeline import db, kafka, settings
-from pipeline.clients import ensure_topics
+from pipeline.clients import ensure_topics, temporal_client
 from pipeline.runtime import Shutdown
 from schemas.definitions import ActivityDef, EventTrigger, TaskDef
 from workers.handlers import load_registry
@@ -81,7 +81,9 @@ async def make_env(name: str, temporal_address: str | None = None) -> Env:
     )
     await ensure_topics(cfg.kafka, list(topics.values()), PARTITIONS)
     pool = await db.create_pool(url, 1, 10)
-    client = await Client.connect(cfg.temporal.address, namespace=cfg.temporal.namespace)
+    # The production client (pipeline.clients): the worker this process starts decodes
+    # with the converter `ingest worker` uses (schemas.converter), not the SDK default.
+    client = await temporal_client(cfg.temporal)
     return Env(cfg, pool, client, admin_url, db_name, tag)
 
 

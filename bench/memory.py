@@ -28,15 +28,15 @@ async def child() -> None:
     import gc
 
     import psutil
-    from temporalio.client import Client
 
     from pipeline import db, settings
+    from pipeline.clients import temporal_client
     from replay.topic import Replayer, ReplayRange
     from router.settings import RouterSettings
 
     cfg = settings.load_settings(process__metrics_port=0)
     pool = await db.create_pool(cfg.database.url.get_secret_value(), 1, 10)
-    client = await Client.connect(cfg.temporal.address, namespace=cfg.temporal.namespace)
+    client = await temporal_client(cfg.temporal)
     proc = psutil.Process()
     gc.collect()
     base = proc.memory_info().rss

@@ -228,4 +228,10 @@ def cfg(stack: Stack, topics: Topics, database_url: str, task_queue: str) -> set
 async def temporal(stack: Stack):  # type: ignore[no-untyped-def]
     from temporalio.client import Client
 
-    return await Client.connect(stack.temporal, namespace=stack.namespace)
+    from schemas.converter import DATA_CONVERTER
+
+    # The converter every production client uses, so the workers the tests start in
+    # this process decode as `ingest worker` does.
+    return await Client.connect(
+        stack.temporal, namespace=stack.namespace, data_converter=DATA_CONVERTER
+    )

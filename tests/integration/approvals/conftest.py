@@ -32,6 +32,7 @@ from temporalio.client import Client, WorkflowHandle
 from pipeline.kafka import header as kafka_header
 from pipeline.settings import Settings
 from schemas.approval_io import ApprovalDecision, ApprovalState, ApprovalUpdateResult
+from schemas.converter import DATA_CONVERTER
 from schemas.ids import task_workflow_id
 from schemas.workflow_io import RunActivityInput
 from tests.support import db
@@ -61,7 +62,7 @@ def private_temporal(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 @pytest.fixture(scope="session")
 async def temporal(private_temporal: str) -> Client:
     """Overrides the shared stack's client for the approval tests."""
-    return await Client.connect(private_temporal)
+    return await Client.connect(private_temporal, data_converter=DATA_CONVERTER)
 
 
 def approval_task(**config: Any) -> dict[str, Any]:
