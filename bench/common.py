@@ -88,12 +88,40 @@ async def make_env(name: str, temporal_address: str | None = None) -> Env:
 
 
 async def drop_env(env: Env) -> None:
+    """Throw the environment away: its workflows still running (a run cut short by an
+    error or Ctrl-C would otherwise stay open in the namespace, on a queue no worker
+    serves any more), then its database."""
+    queue = env.cfg.temporal.task_queue
+    try:
+        left = await terminate_left_running(env.client, queue)
+    except Exception as exc:  # the server gone: still drop the database
+        print(f"bench: could not terminate what runs on {queue}*: {exc}", file=sys.stderr)
+    else:
+        if left:
+            print(f"bench: terminated {left} workflows left running on {queue}*")
     await env.pool.close()
     conn = await asyncpg.connect(env.admin_url)
     try:
         await conn.execute(f'DROP DATABASE IF EXISTS "{env.db_name}" WITH (FORCE)')
     finally:
         await conn.close()
+
+
+async def terminate_left_running(client: Client, queue_prefix: str) -> int:
+    """Terminate the running workflows on task queues that start with ``queue_prefix``
+    (the environment's queue and the ones derived from it, such as bench.e2e's bare
+    queue); how many. Visibility is eventually consistent: a run that closed meanwhile
+    answers NOT_FOUND and is not counted."""
+    running = [
+        w
+        async for w in client.list_workflows('ExecutionStatus="Running"')
+        if w.task_queue.startswith(queue_prefix)
+    ]
+    handles = [client.get_workflow_handle(w.id, run_id=w.run_id) for w in running]
+    results = await asyncio.gather(
+        *(h.terminate("bench ended") for h in handles), return_exceptions=True
+    )
+    return sum(not isinstance(r, BaseException) for r in results)
 
 
 def process_env(

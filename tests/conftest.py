@@ -128,8 +128,12 @@ async def _close_namespace(
     client = await Client.connect(session.address, namespace=session.namespace)
     swept = await namespaces.sweep(client)
     line = namespaces.summary(session.namespace, swept, session.task_queues)
-    config.stash.setdefault(_SUMMARY, []).append(line)
-    return await namespaces.leaked_into(session.address, started, session.task_queues)
+    leaked = await namespaces.leaked_into(session.address, started, session.task_queues)
+    default = await namespaces.census(session.address, started)
+    config.stash.setdefault(_SUMMARY, []).extend(
+        [line, namespaces.census_line(namespaces.DEFAULT, default)]
+    )
+    return leaked
 
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:

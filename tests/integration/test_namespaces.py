@@ -103,3 +103,24 @@ async def test_leaked_into_default_names_and_terminates_only_the_sessions(server
     theirs = await default.get_workflow_handle("someone-elses").describe()
     assert mine.status == WorkflowExecutionStatus.TERMINATED
     assert theirs.status == WorkflowExecutionStatus.RUNNING
+
+
+async def test_the_census_counts_what_default_gained_on_any_queue(server: str) -> None:
+    since = datetime.now(UTC)
+    default = await Client.connect(server)
+    await default.start_workflow("Nothing", id="left-running", task_queue="bench-cut-short")
+    ended = await default.start_workflow("Nothing", id="ended", task_queue="make-run")
+    await ended.terminate("done")
+    started = f'StartTime >= "{since.isoformat()}"'
+    await _visible(default, started, 2)
+    await _visible(default, f'{started} AND ExecutionStatus="Terminated"', 1)
+
+    counts = await namespaces.census(server, since)
+    assert counts == Counter({"RUNNING": 1, "TERMINATED": 1})
+    assert namespaces.census_line("default", counts) == (
+        "Temporal namespace default: 2 workflows started during the session "
+        "(1 running, 1 terminated)"
+    )
+    assert namespaces.census_line("default", Counter()) == (
+        "Temporal namespace default: 0 workflows started during the session"
+    )

@@ -130,6 +130,27 @@ async def leaked_into(
     return [(w.id, w.task_queue) for w in found]
 
 
+async def census(address: str, since: datetime, namespace: str = DEFAULT) -> Counter[str]:
+    """Workflows started in ``namespace`` since ``since``, per status (``RUNNING``, ...):
+    for the end-of-session line, which shows what ``default`` gained meanwhile on any
+    queue (a benchmark cut short, a pipeline someone runs there), not only a leak."""
+    client = await Client.connect(address, namespace=namespace)
+    statuses = [
+        w.status.name if w.status is not None else "UNKNOWN"
+        async for w in client.list_workflows(f'StartTime >= "{since.isoformat()}"')
+    ]
+    return Counter(statuses)
+
+
+def census_line(namespace: str, counts: Counter[str]) -> str:
+    total = sum(counts.values())
+    line = f"Temporal namespace {namespace}: {total} workflows started during the session"
+    if total:
+        by_count = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+        line += " (" + ", ".join(f"{n} {s.lower()}" for s, n in by_count) + ")"
+    return line
+
+
 @dataclass(frozen=True)
 class Session:
     """The shared stack's Temporal address and the namespace the session claimed there."""
