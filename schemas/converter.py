@@ -11,8 +11,8 @@ fields and hints once and then builds instances exactly as the SDK does: unknown
 keys ignored, each present field converted by the SDK's own ``value_to_type``
 (so unions, ``None``, lists, datetimes and nested dataclasses behave as before),
 ``init=False`` fields set after construction, a missing required field left to
-the constructor to refuse. Encoding is untouched: the bytes in every history stay
-what the SDK writes, so recorded histories replay unchanged.
+the constructor to refuse. Encoding writes the SDK's bytes (:class:`ShallowDataclassEncoder`
+only skips ``dataclasses.asdict``'s deep copy), so recorded histories replay unchanged.
 
 It lives in ``schemas`` because the workflow sandbox passes that package through
 (``workers.sandbox.PASSTHROUGH``): the cache is shared by every workflow instance
@@ -26,6 +26,7 @@ import dataclasses
 from typing import Any, get_type_hints
 
 from temporalio.converter import (
+    AdvancedJSONEncoder,
     CompositePayloadConverter,
     DataConverter,
     DefaultPayloadConverter,
@@ -78,11 +79,37 @@ class CachedDataclassConverter(JSONTypeConverter):
         return obj
 
 
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
+
+
+class ShallowDataclassEncoder(AdvancedJSONEncoder):
+    """The SDK's JSON encoder, with a dataclass turned into a dict one level at a time.
+
+    The SDK's ``default`` calls ``dataclasses.asdict``, which walks the whole value and
+    deep-copies every leaf before ``json`` walks it again. Here a dataclass becomes the
+    dict of its fields (names resolved once per class); ``json`` then meets a nested
+    dataclass, set or datetime and calls ``default`` for it, as it does for everything
+    ``asdict`` leaves behind. ``sort_keys`` is on, so the bytes are the SDK's
+    (``tests/unit/schemas/test_converter.py`` compares them for every ``schemas`` type).
+    """
+
+    def default(self, o: Any) -> Any:
+        names = _FIELD_NAMES.get(type(o))
+        if names is None:
+            if not dataclasses.is_dataclass(o) or isinstance(o, type):
+                return super().default(o)
+            names = _FIELD_NAMES[type(o)] = tuple(f.name for f in dataclasses.fields(o))
+        return {name: getattr(o, name) for name in names}
+
+
 class PayloadConverter(CompositePayloadConverter):
-    """The SDK's default payload converters, with the JSON one decoding through the cache."""
+    """The SDK's default payload converters, with the JSON one decoding through the cache
+    and encoding dataclasses one level at a time."""
 
     def __init__(self) -> None:
-        json_plain = JSONPlainPayloadConverter(custom_type_converters=[_SHARED])
+        json_plain = JSONPlainPayloadConverter(
+            encoder=ShallowDataclassEncoder, custom_type_converters=[_SHARED]
+        )
         super().__init__(
             *(
                 json_plain if isinstance(c, JSONPlainPayloadConverter) else c

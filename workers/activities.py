@@ -102,7 +102,12 @@ def _check_run(run: RunActivityInput) -> None:
 
 
 async def _heartbeating(work: Awaitable[T], interval: float | None) -> T:
-    """Await ``work``, heartbeating every ``interval`` s so a dead worker is noticed."""
+    """Await ``work``, heartbeating every ``interval`` s so a dead worker is noticed.
+
+    ``None`` (a local activity, or one without a heartbeat timeout): awaited as it is,
+    without a task of its own; a cancellation reaches it directly."""
+    if interval is None:
+        return await work
     task = asyncio.ensure_future(work)
     try:
         while True:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+import enum
+import uuid
 from datetime import UTC, datetime
 from typing import Any
 
@@ -111,3 +113,30 @@ def test_every_workflow_io_type_decodes_the_same(cls):
     sdk, ours = _roundtrip(value, cls)
     assert ours == sdk
     assert type(ours) is cls
+
+
+class Colour(enum.StrEnum):
+    RED = "red"
+
+
+@dataclasses.dataclass
+class Leaves:
+    tags: set[str]
+    pair: tuple[int, Inner]
+    ident: uuid.UUID
+    colour: Colour
+    nested: dict[str, list[Inner]]
+    when: datetime
+
+
+def test_encoding_writes_the_sdks_bytes_for_sets_tuples_uuids_enums_and_nesting():
+    value = Leaves(
+        {"a"},  # one member: the order of a set is not the encoder's to fix
+        (1, Inner(2, datetime(2026, 12, 2, tzinfo=UTC))),
+        uuid.UUID(int=7),
+        Colour.RED,
+        {"k": [Inner(3), Inner(4)]},
+        datetime(2026, 12, 2, 12, 0, tzinfo=UTC),
+    )
+    assert OURS.to_payloads([value]) == SDK.to_payloads([value])
+    assert OURS.to_payloads([[value, {"x": value}]]) == SDK.to_payloads([[value, {"x": value}]])
