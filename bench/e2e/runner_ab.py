@@ -8,7 +8,9 @@ as shipped, and B, the worker with one part the SDK's own (``BENCH_AB_AXIS``):
 * ``runner`` (default): the sandbox runner. A: ``INGEST_SANDBOX_DIRECT_CONTEXTS=true``
   (serialization contexts read from the workflow instance); B: the SDK's runner.
 * ``converter``: the data converter. A: ``schemas.converter`` (dataclass hints
-  resolved once per class); B: the SDK's default converter. Same payload bytes.
+  resolved once per class, dataclasses encoded without ``asdict``), the one every
+  client of the project and ``bench.common.make_env`` use; B: the SDK's default
+  converter. Same payload bytes.
 
 Rounds go in the order ABBAABBA, so a drift in the machine's speed weighs on both
 alike. Each round starts its own worker. Prints, per round and as means, runs/s and
