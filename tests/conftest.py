@@ -230,12 +230,10 @@ def cfg(stack: Stack, topics: Topics, database_url: str, task_queue: str) -> set
 
 @pytest.fixture(scope="session")
 async def temporal(stack: Stack):  # type: ignore[no-untyped-def]
-    from temporalio.client import Client
+    from pipeline.clients import temporal_client
 
-    from schemas.converter import DATA_CONVERTER
-
-    # The converter every production client uses, so the workers the tests start in
+    # The production client (its converter included), so the workers the tests start in
     # this process decode as `ingest worker` does.
-    return await Client.connect(
-        stack.temporal, namespace=stack.namespace, data_converter=DATA_CONVERTER
+    return await temporal_client(
+        settings.TemporalSettings(address=stack.temporal, namespace=stack.namespace)
     )

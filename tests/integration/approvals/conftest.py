@@ -29,10 +29,10 @@ import orjson
 import pytest
 from temporalio.client import Client, WorkflowHandle
 
+from pipeline.clients import temporal_client
 from pipeline.kafka import header as kafka_header
-from pipeline.settings import Settings
+from pipeline.settings import Settings, TemporalSettings
 from schemas.approval_io import ApprovalDecision, ApprovalState, ApprovalUpdateResult
-from schemas.converter import DATA_CONVERTER
 from schemas.ids import task_workflow_id
 from schemas.workflow_io import RunActivityInput
 from tests.support import db
@@ -62,7 +62,8 @@ def private_temporal(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 @pytest.fixture(scope="session")
 async def temporal(private_temporal: str) -> Client:
     """Overrides the shared stack's client for the approval tests."""
-    return await Client.connect(private_temporal, data_converter=DATA_CONVERTER)
+    # the production client; `default` named, as the session sets TEMPORAL_NAMESPACE
+    return await temporal_client(TemporalSettings(address=private_temporal, namespace="default"))
 
 
 def approval_task(**config: Any) -> dict[str, Any]:
