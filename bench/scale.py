@@ -4,7 +4,7 @@ Each layout runs as real ``ingest router`` / ``ingest worker`` processes on its 
 events topic (3 partitions, so 3 routers each own one) and its own task queue. The
 figure is completed runs per second: from the first event produced to the last
 ``activity_runs`` row reaching ``succeeded``, so it covers routing, the workflow,
-``log_run``, the task child and ``finish_run``. The last line is the speed-up
+``start_run``, the task child and the run's finish. The last line is the speed-up
 ratio (scaled / single). On 2 cores every process shares the same CPUs as Kafka,
 Temporal and PostgreSQL, so this measures contention as much as scale-out; see the
 README for what would scale on a bigger machine.

@@ -17,7 +17,7 @@ from enum import StrEnum
 
 
 class RunStatus(StrEnum):
-    RUNNING = "running"  # from log_run until finish_run
+    RUNNING = "running"  # from log_run until finish_run (or its last task succeeded)
     SUCCEEDED = "succeeded"
     FAILED = "failed"  # a task failed, or planning did
 

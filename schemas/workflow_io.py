@@ -245,6 +245,10 @@ class TaskInstanceInput:
     # the handler and mark it succeeded (``run_local_task``: one step for the three).
     # Parents set it; children started before it existed replay their recorded steps.
     claim_in_step: bool = False
+    # The size of the run's plan: the step that marks the run's last task succeeded
+    # then marks the run succeeded too (workers/store.py, ``_advance``). None (children
+    # started before it existed): the task is only counted; the parent finishes the run.
+    run_tasks: int | None = None
 
 
 @dataclass(frozen=True)
@@ -252,6 +256,9 @@ class TaskInstanceResult:
     task_id: str
     status: str  # "succeeded" | "failed" | "duplicate" | "skipped"
     error: str | None = None
+    # This task's last step also marked the run succeeded (its last task to succeed):
+    # the parent then has no finish step to run. False in results recorded before it.
+    run_finished: bool = False
 
 
 @dataclass(frozen=True)
@@ -265,6 +272,8 @@ class TaskStateInput:
     # With status "running": claim the task and mark it running in one statement
     # (the result is that of a "pending" claim).
     claim: bool = False
+    # With status "succeeded": the size of the run's plan (``TaskInstanceInput.run_tasks``).
+    run_tasks: int | None = None
 
 
 @dataclass(frozen=True)
@@ -273,6 +282,8 @@ class TaskStateResult:
 
     claimed: bool
     status: str
+    # A "succeeded" step that also marked the run succeeded (``TaskStateInput.run_tasks``).
+    run_finished: bool = False
 
 
 @dataclass(frozen=True)
@@ -285,6 +296,8 @@ class RunHandlerInput:
     # On success, also mark the task succeeded in the same step (the workflow then
     # skips its own "succeeded" step): set for short handlers (TaskSpec.local).
     finish: bool = False
+    # The size of the run's plan, for that "succeeded" (``TaskInstanceInput.run_tasks``).
+    run_tasks: int | None = None
 
 
 @dataclass(frozen=True)
@@ -295,6 +308,7 @@ class LocalTaskResult:
 
     claim: TaskStateResult | None
     finished: bool = False
+    run_finished: bool = False  # and the run, as its last task to succeed
 
 
 # --- permits (workers/permits) ---------------------------------------------------

@@ -237,7 +237,9 @@ class RunActivities:
                 self._pool, inp.task_id, inp.run_id, inp.spec, running=claim_running
             )
         else:
-            found = await store.advance_task(self._pool, inp.task_id, inp.status, inp.error)
+            found = await store.advance_task(
+                self._pool, inp.task_id, inp.status, inp.error, inp.run_tasks
+            )
             if found is None:
                 _permanent(f"task {inp.task_id} has no row: set it pending first")
             row = found
@@ -249,7 +251,11 @@ class RunActivities:
                 component="worker", trigger=trigger, layer=LAYER_IDEMPOTENCY_KEY
             ).inc()
             log.info("task %s is a duplicate of %s", inp.task_id, row.duplicate_of)
-        return TaskStateResult(claimed=row.status != TaskStatus.DUPLICATE, status=row.status)
+        return TaskStateResult(
+            claimed=row.status != TaskStatus.DUPLICATE,
+            status=row.status,
+            run_finished=row.run_finished,
+        )
 
     @activity.defn(name="run_local_task")
     async def run_local_task(self, inp: RunHandlerInput) -> LocalTaskResult:
@@ -272,7 +278,8 @@ class RunActivities:
             return LocalTaskResult(None)
         if not claim.claimed or claim.status in TASK_OUTCOMES:
             return LocalTaskResult(claim)
-        return LocalTaskResult(claim, bool(await self.run_handler(inp)))
+        row = await self._handle(inp)
+        return LocalTaskResult(claim, row is not None, row is not None and row.run_finished)
 
     @activity.defn(name="run_handler")
     async def run_handler(self, inp: RunHandlerInput) -> bool | None:
@@ -280,6 +287,12 @@ class RunActivities:
 
         With ``inp.finish``: True when this step also marked the task succeeded.
         """
+        row = await self._handle(inp)
+        return row is not None if inp.finish else None
+
+    async def _handle(self, inp: RunHandlerInput) -> store.TaskRow | None:
+        """The handler run, and with ``inp.finish`` (or a staged message) the row that
+        marked the task succeeded (None: not written here, the workflow's step will)."""
         handler = self._registry.get(inp.spec.task_type)
         if handler is None:
             # A definition `activities apply` would refuse (stored before it checked, or
@@ -318,13 +331,12 @@ class RunActivities:
             await self._note_attempt(inp.task_id, info.attempt, f"{type(exc).__name__}: {exc}")
             raise
         if ctx.staged:
-            await self._finish_with_outbox(inp, ctx.staged)
-            return True if inp.finish else None
+            return await self._finish_with_outbox(inp, ctx.staged)
         return await self._finish(inp) if inp.finish else None
 
     async def _finish_with_outbox(
         self, inp: RunHandlerInput, staged: list[store.OutboxMessage]
-    ) -> None:
+    ) -> store.TaskRow:
         """Mark the task succeeded and write its outbox message in one transaction.
 
         Not best effort, unlike ``_finish``: the outbox row is the handler's side
@@ -337,15 +349,16 @@ class RunActivities:
         if len(staged) != 1:  # the outbox key is the task id: one message per task
             _permanent(f"task {inp.task_id} staged {len(staged)} messages; one is allowed")
         (message,) = staged
-        row = await store.finish_with_outbox(self._pool, inp.task_id, message)
+        row = await store.finish_with_outbox(self._pool, inp.task_id, message, inp.run_tasks)
         if row is None:
             _permanent(f"task {inp.task_id} has no row: set it pending first")
         if row.status != TaskStatus.SUCCEEDED:
             log.warning("task %s is %s: its message was not emitted", inp.task_id, row.status)
         _count(inp.spec, row)
+        return row
 
-    async def _finish(self, inp: RunHandlerInput) -> bool:
-        """Mark the task succeeded after its handler did; False leaves it to the workflow.
+    async def _finish(self, inp: RunHandlerInput) -> store.TaskRow | None:
+        """Mark the task succeeded after its handler did; None leaves it to the workflow.
 
         Best effort: the handler has succeeded, and a database error here must not
         fail it (or run it again, as a failed attempt would). The workflow's own
@@ -353,14 +366,16 @@ class RunActivities:
         A repeat finds the task succeeded already and changes nothing.
         """
         try:
-            row = await store.advance_task(self._pool, inp.task_id, TaskStatus.SUCCEEDED)
+            row = await store.advance_task(
+                self._pool, inp.task_id, TaskStatus.SUCCEEDED, run_tasks=inp.run_tasks
+            )
         except Exception as exc:
             log.warning("could not mark %s succeeded, the workflow will: %s", inp.task_id, exc)
-            return False
+            return None
         if row is None:
-            return False  # no row: the workflow's step reports it
+            return None  # no row: the workflow's step reports it
         _count(inp.spec, row)
-        return True
+        return row
 
     async def _note_attempt(self, task_id: str, attempt: int, error: str | None = None) -> None:
         """Note an attempt (and its error) on the task row, best effort.

@@ -8,6 +8,13 @@ starts already in history and does not issue them again; the task_instances
 upsert covers activity retries. Workflow code only branches on activity results,
 so it is deterministic.
 
+The run's row is finished in the same statement as its last task's: each child is
+given the plan's size (``run_tasks``), and the step that marks the last of them
+succeeded marks the run succeeded too and says so in the child's result. The run's
+own finish step is then left out; it runs when any task did not succeed, when the
+run holds a flow slot to release, or when no child reported it (a repeated step,
+children from before ``run_tasks``): a repeat of a finish changes nothing.
+
 The workflow sandbox re-executes this module for every workflow instance, so it
 holds the class and nothing else: every import but ``temporalio.workflow`` is
 passed through (loaded once per process).
@@ -86,12 +93,20 @@ class RunActivityWorkflow:
         # a plan recorded without a slot (no concurrency, or before it existed) holds none.
         # The finish step releases the slot (one step for both).
         slot, grant = planned.flow_slot, planned.flow_grant
+        total = len(planned.tasks)
         async with hold_flow_slot(slot, inp.workflow_id, self._waker, grant) as hold:
-            results = await run_in_stages(inp.run_id, planned.tasks, lambda s: self._child(inp, s))
+            results = await run_in_stages(
+                inp.run_id, planned.tasks, lambda s: self._child(inp, s, total)
+            )
             counts = {s: sum(r.status == s for r in results) for s in TASK_OUTCOMES}
             # A task an operator skipped does not fail the run (it is counted apart).
             status = RunStatus.FAILED if counts[TaskStatus.FAILED] else RunStatus.SUCCEEDED
-            await self._finish(inp.run_id, status, hold)
+            # The step that marked the last task succeeded marked the run succeeded too
+            # (``run_tasks``): then there is nothing to write, unless a slot is to release.
+            # Decided on the children's recorded results, so a replay decides the same.
+            finished = status == RunStatus.SUCCEEDED and any(r.run_finished for r in results)
+            if hold is not None or not finished:
+                await self._finish(inp.run_id, status, hold)
         return RunActivityResult(
             run_id=inp.run_id,
             status=status,
@@ -102,7 +117,9 @@ class RunActivityWorkflow:
             tasks_skipped=counts[TaskStatus.SKIPPED],
         )
 
-    async def _child(self, inp: RunActivityInput, spec: TaskSpec) -> TaskInstanceResult:
+    async def _child(
+        self, inp: RunActivityInput, spec: TaskSpec, run_tasks: int
+    ) -> TaskInstanceResult:
         task_id = task_workflow_id(inp.run_id, spec.task_type, spec.index)
         try:
             return await workflow.execute_child_workflow(
@@ -114,6 +131,7 @@ class RunActivityWorkflow:
                     spec,
                     claim_running=True,
                     claim_in_step=True,
+                    run_tasks=run_tasks,
                 ),
                 id=task_id,
                 id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,

@@ -51,6 +51,9 @@ class TaskRow:
     status: str
     changed: bool  # this call wrote the state (count it); False on a repeat
     duplicate_of: str | None = None
+    # This call also marked the task's run succeeded: it was the last of the run's
+    # ``run_tasks`` tasks to succeed (``advance_task``).
+    run_finished: bool = False
 
 
 def _ts(value: str | None) -> datetime | None:
@@ -202,35 +205,76 @@ ALLOWED_FROM: dict[str, list[str]] = {
 
 
 async def advance_task(
-    pool: asyncpg.Pool, task_id: str, status: str, error: str | None = None
+    pool: asyncpg.Pool,
+    task_id: str,
+    status: str,
+    error: str | None = None,
+    run_tasks: int | None = None,
 ) -> TaskRow | None:
-    """Move a task along ``ALLOWED_FROM``; None if no such row."""
+    """Move a task along ``ALLOWED_FROM``; None if no such row.
+
+    ``run_tasks``: the size of the task's run's plan. See ``_advance``."""
     async with pool.acquire() as conn:
-        return await _advance(conn, task_id, status, error)
+        return await _advance(conn, task_id, status, error, run_tasks)
+
+
+# One statement: the update, else the row as it is (the outer SELECT reads the
+# snapshot before the update, used only when nothing was updated).
+_ADVANCE = (
+    "WITH upd AS (UPDATE task_instances SET status = $2,"
+    " attempts = CASE WHEN $2 = 'running' THEN attempts + 1 ELSE attempts END,"
+    " last_error = CASE WHEN $2 = 'running' THEN last_error ELSE $3 END,"
+    " updated_at = now()"
+    " WHERE id = $1 AND status = ANY($4::text[]) RETURNING run_id, status, duplicate_of)"
+)
+_UNCHANGED = (
+    " UNION ALL SELECT status, duplicate_of, false, false FROM task_instances"
+    " WHERE id = $1 AND NOT EXISTS (SELECT 1 FROM upd)"
+)
+# The succeeded transition also counts the task on its run; the count reaching $5 (the
+# plan's size) marks an unfinished run succeeded and frees its singleton key, as
+# ``finish_run`` would. The run's row lock orders concurrent last tasks: the second
+# updater re-reads the row the first committed, so exactly one of them sees the last
+# count. A task succeeds once (ALLOWED_FROM), so the count is never made twice.
+_SUCCEED = (
+    f"{_ADVANCE}, run AS (UPDATE activity_runs r"
+    " SET tasks_succeeded = r.tasks_succeeded + 1,"
+    " status = CASE WHEN r.tasks_succeeded + 1 = $5 AND r.finished_at IS NULL"
+    " THEN 'succeeded' ELSE r.status END,"
+    " finished_at = CASE WHEN r.tasks_succeeded + 1 = $5 AND r.finished_at IS NULL"
+    " THEN now() ELSE r.finished_at END"
+    " FROM upd WHERE r.run_id = upd.run_id"
+    " RETURNING r.workflow_id, r.tasks_succeeded = $5 AND r.status = 'succeeded' AS finished),"
+    " freed AS (DELETE FROM flow_singleton WHERE workflow_id IN"
+    " (SELECT workflow_id FROM run WHERE finished))"
+    " SELECT status, duplicate_of, true AS changed,"
+    " COALESCE((SELECT finished FROM run), false) AS run_finished FROM upd"
+    f"{_UNCHANGED}"
+)
+_OTHER = (
+    f"{_ADVANCE} SELECT status, duplicate_of, true AS changed, false AS run_finished FROM upd"
+    f"{_UNCHANGED}"
+)
 
 
 async def _advance(
-    conn: asyncpg.Connection, task_id: str, status: str, error: str | None
+    conn: asyncpg.Connection,
+    task_id: str,
+    status: str,
+    error: str | None,
+    run_tasks: int | None = None,
 ) -> TaskRow | None:
-    # One statement: the update, else the row as it is (the outer SELECT reads the
-    # snapshot before the update, used only when nothing was updated).
-    row = await conn.fetchrow(
-        "WITH upd AS (UPDATE task_instances SET status = $2,"
-        " attempts = CASE WHEN $2 = 'running' THEN attempts + 1 ELSE attempts END,"
-        " last_error = CASE WHEN $2 = 'running' THEN last_error ELSE $3 END,"
-        " updated_at = now()"
-        " WHERE id = $1 AND status = ANY($4::text[]) RETURNING status, duplicate_of)"
-        " SELECT status, duplicate_of, true AS changed FROM upd"
-        " UNION ALL SELECT status, duplicate_of, false FROM task_instances"
-        " WHERE id = $1 AND NOT EXISTS (SELECT 1 FROM upd)",
-        task_id,
-        status,
-        error,
-        ALLOWED_FROM[status],
-    )
+    """``advance_task`` on a connection. A transition to ``succeeded`` counts the task
+    on its run (``activity_runs.tasks_succeeded``, in the same statement); when that
+    count reaches ``run_tasks`` the run is marked succeeded too (``run_finished``), so
+    RunActivityWorkflow needs no finish step (None: only counted)."""
+    if status == TaskStatus.SUCCEEDED:
+        row = await conn.fetchrow(_SUCCEED, task_id, status, error, ALLOWED_FROM[status], run_tasks)
+    else:
+        row = await conn.fetchrow(_OTHER, task_id, status, error, ALLOWED_FROM[status])
     if row is None:
         return None
-    return TaskRow(row["status"], row["changed"], row["duplicate_of"])
+    return TaskRow(row["status"], row["changed"], row["duplicate_of"], row["run_finished"])
 
 
 async def record_attempt(
@@ -247,7 +291,7 @@ async def record_attempt(
 
 
 async def finish_with_outbox(
-    pool: asyncpg.Pool, task_id: str, message: OutboxMessage
+    pool: asyncpg.Pool, task_id: str, message: OutboxMessage, run_tasks: int | None = None
 ) -> TaskRow | None:
     """Mark the task succeeded and put its message in the outbox, atomically.
 
@@ -255,7 +299,7 @@ async def finish_with_outbox(
     an operator failed meanwhile keeps its state and emits nothing. None if no row.
     """
     async with pool.acquire() as conn, conn.transaction():
-        row = await _advance(conn, task_id, TaskStatus.SUCCEEDED, None)
+        row = await _advance(conn, task_id, TaskStatus.SUCCEEDED, None, run_tasks)
         if row is not None and row.status == TaskStatus.SUCCEEDED:
             await put_outbox(conn, message)
         return row

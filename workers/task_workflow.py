@@ -51,6 +51,8 @@ class TaskInstanceWorkflow(PausableTask):
         super().__init__()
         # True once a short handler's step has marked the task succeeded itself.
         self._finished = False
+        # True once a step marking this task succeeded also marked the run succeeded.
+        self._run_finished = False
         # Approval tasks wait for a person here (workers/approvals); built before run()
         # so their updates and query have their state from the first workflow task.
         self._approval = ApprovalFlow(inp) if inp.spec.task_type == APPROVAL_TASK_TYPE else None
@@ -87,8 +89,8 @@ class TaskInstanceWorkflow(PausableTask):
             await self._state(inp, TaskStatus.FAILED, error)
             return TaskInstanceResult(inp.task_id, TaskStatus.FAILED, error)
         if status == TaskStatus.SUCCEEDED and not self._finished:  # a short handler's step may have
-            await self._state(inp, TaskStatus.SUCCEEDED)
-        return TaskInstanceResult(inp.task_id, status)
+            self._run_finished = (await self._state(inp, TaskStatus.SUCCEEDED)).run_finished
+        return TaskInstanceResult(inp.task_id, status, run_finished=self._run_finished)
 
     async def _attempt(self, inp: TaskInstanceInput) -> None:
         """One handler execution, holding the task's permit (if it asks for one)."""
@@ -111,7 +113,9 @@ class TaskInstanceWorkflow(PausableTask):
         """
         opts = handler_options(inp.spec.config)
         local = inp.spec.local
-        arg = RunHandlerInput(inp.task_id, inp.run_id, inp.activity_id, inp.spec, permit, local)
+        arg = RunHandlerInput(
+            inp.task_id, inp.run_id, inp.activity_id, inp.spec, permit, local, inp.run_tasks
+        )
         timeout = timedelta(seconds=opts.timeout_seconds)
         retry = RetryPolicy(
             initial_interval=timedelta(seconds=opts.retry_initial_seconds),
@@ -155,6 +159,7 @@ class TaskInstanceWorkflow(PausableTask):
             _settle(await self._claim(inp))
             return await local_step(RunActivities.run_handler, arg, **options)  # type: ignore[no-any-return]
         _settle(done.claim)
+        self._run_finished = done.run_finished
         return done.finished
 
     async def _claim(self, inp: TaskInstanceInput) -> TaskStateResult:
@@ -176,9 +181,10 @@ class TaskInstanceWorkflow(PausableTask):
         # Only a claim ("pending") stores the spec; other steps send its key, not the
         # payload again (a step's input is not in history, so replay is unaffected).
         spec = inp.spec if status == TaskStatus.PENDING else inp.spec.key_only()
+        total = inp.run_tasks if status == TaskStatus.SUCCEEDED else None
         return await db_step(  # type: ignore[no-any-return]
             RunActivities.set_task_state,
-            TaskStateInput(inp.task_id, inp.run_id, spec, status, error),
+            TaskStateInput(inp.task_id, inp.run_id, spec, status, error, run_tasks=total),
         )
 
     # --- approvals: thin handlers; the logic is workers/approvals/flow.py ------------

@@ -16,17 +16,17 @@ rounds, ordered a, b, c, c, b, a:
 All three are driven the same way, as a closed loop (``bench.common.closed_loop``):
 ``BENCH_E2E_IN_FLIGHT`` runs (default: the router's start concurrency, 64) are in
 flight at any time; when one finishes the next is started ((a), (b)) or its event
-produced ((c)). So no phase is a burst the others are not, and the servers see
-the same load shape. A run is finished when its workflow result is in (for (b)
-and (c) that is after ``finish_run`` set ``activity_runs.finished_at``; the count
-of such rows is checked). Rates are finished runs/s between the first and last
-10 % of finishes (ramp-up and drain left out; the whole-phase rate is in the
-JSON too). Every worker runs in this process with the same Temporal ``Worker``
-settings (``workers.worker.build_worker``). Ratios: b/a (the project's workflow
-on top of Temporal, goal >= 0.85), c/b (Kafka and routing, goal >= 0.9) and c/a
-(the pipeline on top of bare Temporal, goal >= 0.9). Alongside: CPU ms per run of
-each process group and the history shape of one run of each kind (events,
-workflow tasks, activity tasks, markers, state transitions).
+produced ((c)). So no phase is a burst the others are not, and the servers see the
+same load shape. A run is finished when its workflow result is in (for (b) and (c)
+that is after ``activity_runs.finished_at`` was set, by the last task's step or
+``finish_run``; the count of such rows is checked). Rates are finished runs/s
+between the first and last 10 % of finishes (ramp-up and drain left out; the
+whole-phase rate is in the JSON too). Every worker runs in this process with the
+same Temporal ``Worker`` settings (``workers.worker.build_worker``). Ratios: b/a
+(the project's workflow on top of Temporal, goal >= 0.85), c/b (Kafka and routing,
+goal >= 0.9) and c/a (the pipeline on top of bare Temporal, goal >= 0.9). Alongside:
+CPU ms per run of each process group and the history shape of one run of each kind
+(events, workflow tasks, activity tasks, markers, state transitions).
 
 Against either server (``--temporal dev|server``, ``BENCH_E2E_TEMPORAL``;
 ``bench.e2e.servers``): the stack's dev server, or a private real server started

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import uuid
 
@@ -299,3 +300,60 @@ async def test_a_handler_step_survives_a_database_outage(db_pool):
     env.info = dataclasses.replace(env.info, attempt=2)  # a retry notes its attempt first
     assert await env.run(acts.run_handler, step) is False
     assert calls == [1, 2]
+
+
+async def test_the_last_task_to_succeed_finishes_its_run_once(acts, db_pool):
+    """Three tasks of a run marked succeeded at once, each step knowing the plan's size:
+    exactly one of them finishes the run (status, finished_at, its singleton key freed);
+    a repeat changes nothing. A run with a task that did not succeed is left running."""
+    run = event_run(await insert_activity(db_pool, [{"type": "noop", "count": 3}]))
+    await ActivityEnvironment().run(acts.log_run, LogRunInput(run))
+    await db_pool.execute(
+        "INSERT INTO flow_singleton (activity_id, key, workflow_id) VALUES ($1::uuid, 'k', $2)",
+        run.activity_id,
+        run.workflow_id,
+    )
+    specs = [TaskSpec("noop", i) for i in range(3)]
+    ids = [task_workflow_id(run.run_id, "noop", i) for i in range(3)]
+    for task_id, spec in zip(ids, specs, strict=True):
+        claim = TaskStateInput(task_id, run.run_id, spec, "running", claim=True)
+        await ActivityEnvironment().run(acts.set_task_state, claim)
+
+    def succeed(i: int) -> TaskStateInput:
+        return TaskStateInput(ids[i], run.run_id, specs[i].key_only(), "succeeded", run_tasks=3)
+
+    done = await asyncio.gather(
+        *(ActivityEnvironment().run(acts.set_task_state, succeed(i)) for i in range(3))
+    )
+    assert sorted(d.run_finished for d in done) == [False, False, True]
+    assert {(d.claimed, d.status) for d in done} == {(True, "succeeded")}
+    row = await db_pool.fetchrow("SELECT * FROM activity_runs WHERE run_id = $1::uuid", run.run_id)
+    assert (row["status"], row["tasks_succeeded"]) == ("succeeded", 3)
+    assert row["finished_at"] is not None
+    singleton = "SELECT count(*) FROM flow_singleton WHERE workflow_id = $1"
+    assert await db_pool.fetchval(singleton, run.workflow_id) == 0
+    again = await ActivityEnvironment().run(acts.set_task_state, succeed(2))
+    assert again == TaskStateResult(True, "succeeded")  # a repeat: not finished twice
+    after = await db_pool.fetchrow(
+        "SELECT * FROM activity_runs WHERE run_id = $1::uuid", run.run_id
+    )
+    assert (after["tasks_succeeded"], after["finished_at"]) == (3, row["finished_at"])
+
+    # One task of three failed: the two that succeeded are counted, the run left to the
+    # workflow's finish step.
+    other = event_run(run.activity_id)
+    await ActivityEnvironment().run(acts.log_run, LogRunInput(other))
+    other_ids = [task_workflow_id(other.run_id, "noop", i) for i in range(3)]
+    for task_id, spec, status in zip(
+        other_ids, specs, ("succeeded", "failed", "succeeded"), strict=True
+    ):
+        await ActivityEnvironment().run(
+            acts.set_task_state, TaskStateInput(task_id, other.run_id, spec, "running", claim=True)
+        )
+        step = TaskStateInput(task_id, other.run_id, spec.key_only(), status, run_tasks=3)
+        assert (await ActivityEnvironment().run(acts.set_task_state, step)).run_finished is False
+    left = await db_pool.fetchrow(
+        "SELECT status, tasks_succeeded, finished_at FROM activity_runs WHERE run_id = $1::uuid",
+        other.run_id,
+    )
+    assert tuple(left) == ("running", 2, None)

@@ -13,6 +13,7 @@ from temporalio.exceptions import WorkflowAlreadyStartedError
 
 from pipeline import kafka
 from schemas.ids import task_workflow_id
+from schemas.workflow_io import TaskInstanceResult
 from tests.support.outbox import running_relay
 from tests.support.runs import (
     event_run,
@@ -161,6 +162,31 @@ async def test_a_local_task_is_claimed_run_and_finished_in_one_step(cfg, tempora
     assert await local_activity_types(parent) == ["start_run", "finish_run"]
 
 
+async def test_the_last_task_finishes_the_run_and_the_parent_writes_no_more(
+    cfg, temporal, db_pool, worker
+):
+    """Four local tasks in parallel: the step that marks the last of them succeeded marks
+    the run succeeded in the same statement; the parent records no finish step."""
+    activity_id = await insert_activity(db_pool, [{"type": "noop", "count": 4}])
+    run = event_run(activity_id)
+    async with worker():
+        result = await (await start_run(temporal, run, cfg.temporal.task_queue)).result()
+
+    assert (result.status, result.tasks_succeeded) == ("succeeded", 4)
+    parent = temporal.get_workflow_handle(run.workflow_id)
+    assert await local_activity_types(parent) == ["start_run"]
+    (row,) = await runs(db_pool, activity_id)
+    assert (row["status"], row["tasks_succeeded"]) == ("succeeded", 4)
+    rows = await tasks(db_pool, run.run_id)
+    assert {r["status"] for r in rows} == {"succeeded"}
+    assert row["finished_at"] >= max(r["updated_at"] for r in rows)
+    children = [
+        await temporal.get_workflow_handle(r["id"], result_type=TaskInstanceResult).result()
+        for r in rows
+    ]
+    assert sorted(c.run_finished for c in children) == [False, False, False, True]
+
+
 async def activity_tasks_scheduled(temporal, workflow_id: str) -> int:
     history = await temporal.get_workflow_handle(workflow_id).fetch_history()
     return sum(e.HasField("activity_task_scheduled_event_attributes") for e in history.events)
@@ -198,6 +224,9 @@ async def test_failing_tasks_are_recorded_and_fail_the_run(cfg, temporal, db_poo
     assert (result.status, result.tasks_failed, result.tasks_succeeded) == ("failed", 4, 1)
     (row,) = await runs(db_pool, activity_id)
     assert row["status"] == "failed" and row["finished_at"] is not None
+    assert row["tasks_succeeded"] == 1  # counted, short of the plan: the parent finished it
+    parent = temporal.get_workflow_handle(run.workflow_id)
+    assert await local_activity_types(parent) == ["start_run", "finish_run"]
     rows = {r["task_type"]: r for r in await tasks(db_pool, run.run_id)}
     assert rows["noop"]["status"] == "succeeded"
     assert (rows["fail"]["status"], rows["fail"]["attempts"]) == ("failed", 1)  # no retry
