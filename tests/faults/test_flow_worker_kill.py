@@ -1,6 +1,12 @@
-"""The worker SIGKILLed while runs wait for their flow.concurrency slot (and two per key
-hold one): afterwards 0 lost, 0 extra, at no instant more than the limit inside a key,
-and no slot, waiter or resource left behind.
+"""The worker SIGKILLed while runs wait for their flow.concurrency slot and a key is full
+(LIMIT of its runs inside): afterwards 0 lost, 0 extra, at no instant more than the
+limit inside a key, and no slot, waiter or resource left behind.
+
+Only the key that was full before the kill is required to reach the limit afterwards
+too (it did, by the kill's condition). Another key may run one at a time for a while,
+legitimately: a run that holds a slot and whose workflow task was on the killed worker
+waits out the workflow task timeout (10 s) before its task is scheduled, and the
+key's other slot can pass three 3 s runs in that window (seen in CI: k0's peak was 1).
 
 The whole pipeline (ingress, router, workers as subprocesses). Each worker records its
 visits under its own name; a killed worker's unfinished visits are taken to last until
@@ -35,7 +41,11 @@ def drain_timeout(n: int) -> float:
     return 120 + 6 * n
 
 
-_INSIDE = "SELECT count(*) FROM flow_visits WHERE exited_at IS NULL"
+# The most runs inside one key at this instant.
+_KEY_INSIDE = (
+    "SELECT coalesce(max(n), 0) FROM (SELECT count(*) AS n FROM flow_visits"
+    " WHERE exited_at IS NULL GROUP BY key) AS per_key"
+)
 
 
 async def _count(pool: asyncpg.Pool, sql: str) -> int:
@@ -86,7 +96,7 @@ async def _scenario(
 
         async def key_full_and_waiting(child: h.Child = w) -> bool:
             child.assert_alive()
-            inside = await _count(db_pool, _INSIDE)
+            inside = await _count(db_pool, _KEY_INSIDE)
             waiting = await _count(db_pool, "SELECT count(*) FROM flow_waiters")
             return inside >= LIMIT and waiting >= 2
 
@@ -107,7 +117,9 @@ async def _scenario(
         by_key[v["key"]].append((v["entered_at"], v["exited_at"] or killed_at[v["worker"]]))
     peaks = {k: max_inside(iv) for k, iv in by_key.items()}
     figures.update(other=f"peak per key {peaks}")
-    assert peaks == {f"k{i}": LIMIT for i in range(KEYS)}, peaks
+    assert sorted(peaks) == [f"k{i}" for i in range(KEYS)], peaks
+    assert max(peaks.values()) == LIMIT, peaks  # the key full at the kill
+    assert all(1 <= p <= LIMIT for p in peaks.values()), peaks
 
     # No slot leaked: the last release of each key cleaned its resource up.
     async def clean() -> bool:
