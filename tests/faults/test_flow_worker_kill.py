@@ -2,8 +2,9 @@
 (LIMIT of its runs inside): afterwards 0 lost, 0 extra, at no instant more than the
 limit inside a key, and no slot, waiter or resource left behind.
 
-Only the key that was full before the kill is required to reach the limit afterwards
-too (it did, by the kill's condition). Another key may run one at a time for a while,
+Only one key is required to reach the limit: the one full at the kill (a killed
+worker's open visits count until the kill, so its peak is LIMIT from the visits as
+recorded). Another key may run one at a time for a while,
 legitimately: a run that holds a slot and whose workflow task was on the killed worker
 waits out the workflow task timeout (10 s) before its task is scheduled, and the
 key's other slot can pass three 3 s runs in that window (seen in CI: k0's peak was 1).
