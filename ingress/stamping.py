@@ -31,7 +31,7 @@ from typing import Protocol
 from aiokafka.structs import ConsumerRecord
 
 from pipeline.kafka import header
-from schemas.envelope import Envelope
+from schemas.envelope import R_BAD_ID, Envelope, id_problem
 from schemas.errors import IngestError
 from schemas.ids import content_event_id, source_event_id, source_event_id_of
 
@@ -91,6 +91,9 @@ class HeaderStrategy:
             ) from None
         if not value:
             raise StampError(R_MISSING_EVENT_ID_HEADER, f"Kafka header {self.name!r} is empty")
+        problem = id_problem(value)
+        if problem is not None:  # the same edge check as an event_id in the body
+            raise StampError(R_BAD_ID, f"Kafka header {self.name!r} {problem}")
         return value
 
 

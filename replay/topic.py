@@ -36,6 +36,7 @@ from replay.session import (
     unfinished,
     wait_for_stops,
 )
+from router.budget import InFlightBytes
 from router.routing import Routing
 
 log = logging.getLogger(__name__)
@@ -115,6 +116,7 @@ class Replayer(SessionRunner):
         for tp in todo:
             consumer.seek(tp, ranges[tp][0])
         in_flight: set[asyncio.Task[None]] = set()
+        held = InFlightBytes(self.rcfg.max_in_flight_bytes)  # the router's byte bound too
         flush_every = self.rcfg.commit_interval_ms / 1000
         last_flush = last_data = time.monotonic()
         complete = True
@@ -122,7 +124,7 @@ class Replayer(SessionRunner):
             if self.stopping():
                 complete = False
                 break
-            if len(in_flight) >= self.rcfg.max_in_flight:
+            if len(in_flight) >= self.rcfg.max_in_flight or held.full:
                 await asyncio.wait(in_flight, return_when=asyncio.FIRST_COMPLETED)
             else:
                 batches = await kafka.getmany(
@@ -134,7 +136,8 @@ class Replayer(SessionRunner):
                     if not wanted:
                         continue
                     last_data = time.monotonic()
-                    for task in await routing.submit(wanted):
+                    for msg, task in zip(wanted, await routing.submit(wanted), strict=True):
+                        held.hold(msg, task)
                         in_flight.add(task)
                         task.add_done_callback(in_flight.discard)
                 await wait_for_stops(consumer, todo)

@@ -35,6 +35,11 @@ from schemas.workflow_io import RunActivityInput
 
 log = logging.getLogger(__name__)
 
+# DLQ reason of a message whose routing failed with an error that a retry cannot fix
+# (PostgreSQL refused a value, a bug): the error's class and text go in dlq_detail. Only
+# transient errors (connection, unavailable, deadlock, serialization) are retried.
+R_ROUTE_FAILED = "route_failed"
+
 
 @dataclass
 class Stats:
@@ -70,6 +75,14 @@ class RoutePlanner:
         self.max_event_bytes = max_event_bytes
 
     def plan(self, msg: ConsumerRecord) -> Plan:
+        """The message's plan; never raises (a bug planning it dead-letters it ``route_failed``)."""
+        try:
+            return self._plan(msg)
+        except Exception as exc:
+            log.exception("planning %s[%d]@%d failed", msg.topic, msg.partition, msg.offset)
+            return Plan(msg, dlq_reason=R_ROUTE_FAILED, dlq_detail=f"planning: {_what(exc)}")
+
+    def _plan(self, msg: ConsumerRecord) -> Plan:
         try:
             env = envelope.parse(msg.value, msg.headers, max_bytes=self.max_event_bytes)
         except envelope.EnvelopeError as exc:
@@ -128,11 +141,38 @@ class Routing:
         """Plan a batch, look it up in the ledger once, and spawn one task per message."""
         plans = [self.planner.plan(m) for m in batch]
         self.stats.read += len(batch)
-        seen: set[str] = set()
-        if self.ledger is not None:
-            wids = [r.workflow_id for p in plans for r in p.runs]
-            seen = await self._retry("ledger lookup", lambda: self.ledger.seen(wids))  # type: ignore[union-attr]
+        seen = await self._seen(plans) if self.ledger is not None else set()
         return [asyncio.create_task(self._handle(p, seen)) for p in plans]
+
+    async def _seen(self, plans: list[Plan]) -> set[str]:
+        """The batch's workflow ids found in the ledger, in one query.
+
+        When that query fails for good (one message's id that PostgreSQL refuses),
+        each message is looked up alone: the one that fails is dead-lettered
+        ``route_failed``, the others route as usual.
+        """
+        ledger = self.ledger
+        assert ledger is not None
+        wids = [r.workflow_id for p in plans for r in p.runs]
+        try:
+            return await self._retry("ledger lookup", lambda: ledger.seen(wids))  # type: ignore[no-any-return]
+        except ShutdownRequested:
+            raise
+        except Exception as exc:
+            log.warning("ledger lookup of %d ids failed for good (%r): one by one", len(wids), exc)
+        seen: set[str] = set()
+        for plan in plans:
+            if not plan.runs:
+                continue
+            own = [r.workflow_id for r in plan.runs]
+            try:
+                seen |= await self._retry("ledger lookup", lambda own=own: ledger.seen(own))  # type: ignore[misc]
+            except ShutdownRequested:
+                raise
+            except Exception as exc:
+                plan.runs, plan.flows = [], {}
+                plan.dlq_reason, plan.dlq_detail = R_ROUTE_FAILED, f"ledger lookup: {_what(exc)}"
+        return seen
 
     async def _handle(self, plan: Plan, seen: set[str]) -> None:
         msg = plan.msg
@@ -162,6 +202,21 @@ class Routing:
                     self.stats.unmatched += 1
         except (ShutdownRequested, asyncio.CancelledError):
             return  # not done: the offset stays uncommitted and is redelivered
+        except Exception as exc:
+            # A retry cannot fix it (transient errors were retried inside): this message
+            # goes to the DLQ and its offset completes, so it holds back no other.
+            log.warning(
+                "routing %s[%d]@%d failed for good: %s",
+                msg.topic, msg.partition, msg.offset, _what(exc), exc_info=exc,
+            )  # fmt: skip
+            try:
+                await self._dead_letter(msg, R_ROUTE_FAILED, _what(exc))
+            except (ShutdownRequested, asyncio.CancelledError):
+                return
+            except Exception:
+                # Not even the DLQ takes it: the offset stays pending, said loudly.
+                log.exception("DLQ refused %s[%d]@%d", msg.topic, msg.partition, msg.offset)
+                return
         self.on_done(tp, msg.offset)
 
     async def _start_all(
@@ -213,8 +268,16 @@ class Routing:
             )
             return None
 
-        results = await asyncio.gather(*(one(r) for r in runs))
-        return next((r for r in results if r is not None), None)
+        # Every run finishes before the message is judged: a sibling that fails for good
+        # must not leave the others running after the message is dead-lettered.
+        results = await asyncio.gather(*(one(r) for r in runs), return_exceptions=True)
+        for r in results:
+            if isinstance(r, ShutdownRequested | asyncio.CancelledError):
+                raise r
+        for r in results:
+            if isinstance(r, BaseException):
+                raise r
+        return next((r for r in results if r is not None), None)  # type: ignore[return-value]
 
     async def _dead_letter(self, msg: ConsumerRecord, reason: str, detail: str) -> None:
         headers = kafka.dlq_headers(msg, reason, detail, self.component)
@@ -260,6 +323,11 @@ class Routing:
             delay = next(delays)
             log.warning("%s failed (%s), retrying in %.1fs", what, err, delay)
             await asyncio.sleep(delay)
+
+
+def _what(exc: BaseException) -> str:
+    """``Class: text`` of an error, short enough for a DLQ header."""
+    return f"{type(exc).__name__}: {exc}"[:500]
 
 
 def _transient(exc: Exception) -> bool:

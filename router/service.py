@@ -2,7 +2,8 @@
 
 Loop: fetch a batch, hand it to :class:`router.routing.Routing` (which spawns
 one task per message, starts run concurrently under a bound), keep fetching
-while fewer than ``max_in_flight`` messages are unfinished. A committer task,
+while fewer than ``max_in_flight`` messages (and ``max_in_flight_bytes`` of them)
+are unfinished. A committer task,
 every ``commit_interval_ms``: computes each partition's highest contiguous done
 offset, writes the ledger rows of acknowledged starts, then commits. On revoke
 it drains the revoked partitions and commits them; on SIGTERM it stops
@@ -26,9 +27,10 @@ from pipeline.rebalance import Delegating
 from pipeline.runtime import Shutdown
 from pipeline.settings import Settings
 from pipeline.starter import R_START_REJECTED, START_ERROR_LABELS
+from router.budget import InFlightBytes
 from router.catalog import ActivityCatalog
 from router.flow import windows
-from router.routing import Routing, build_routing
+from router.routing import R_ROUTE_FAILED, Routing, build_routing
 from router.settings import RouterSettings
 from schemas import envelope, flow
 from schemas.workflow_io import TRIGGER_EVENT
@@ -37,7 +39,12 @@ log = logging.getLogger(__name__)
 
 
 # Every reason the router may dead-letter with: the envelope's, a refused start, a flow key.
-DLQ_REASONS = metrics.declared(envelope, "R_") | {R_START_REJECTED, flow.R_FLOW_KEY_MISSING}
+DLQ_REASONS = metrics.declared(envelope, "R_") | {
+    R_START_REJECTED,
+    R_ROUTE_FAILED,
+    flow.R_FLOW_KEY_MISSING,
+    flow.R_BAD_FLOW_KEY,
+}
 
 
 def start_metrics_at_zero(settings: Settings, component: str = "router") -> None:
@@ -74,6 +81,7 @@ class Router:
         self.shutdown = shutdown
         self.component = component
         self.tracker = OffsetTracker()
+        self.in_flight_bytes = InFlightBytes(rcfg.max_in_flight_bytes)
         self.tasks: dict[TopicPartition, set[asyncio.Task[None]]] = {}
         self.catalog = ActivityCatalog(pool, rcfg.refresh_seconds)
         self.consumer: AIOKafkaConsumer | None = None
@@ -134,7 +142,7 @@ class Router:
     async def _fetch_loop(self) -> None:
         assert self.consumer is not None and self.routing is not None
         while not self.shutdown.requested:
-            if self.tracker.in_flight >= self.rcfg.max_in_flight:
+            if self.tracker.in_flight >= self.rcfg.max_in_flight or self.in_flight_bytes.full:
                 self._progress.clear()
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._progress.wait(), 0.5)
@@ -150,7 +158,8 @@ class Router:
                 )
                 for m in msgs:
                     self.tracker.add(tp, m.offset)
-                for task in await self.routing.submit(msgs):
+                for msg, task in zip(msgs, await self.routing.submit(msgs), strict=True):
+                    self.in_flight_bytes.hold(msg, task)
                     bucket = self.tasks.setdefault(tp, set())
                     bucket.add(task)
                     task.add_done_callback(bucket.discard)

@@ -24,6 +24,10 @@ class RouterSettings(BaseSettings):
     concurrency: int = Field(64, ge=1, le=4096)
     # Messages fetched but not yet done; fetching pauses above this (backpressure).
     max_in_flight: int = Field(4000, ge=1)
+    # ... and their bytes (keys, values, headers; router/budget.py): fetching also pauses
+    # above this, so a Temporal outage with large events stays inside the pod's memory.
+    # One fetch may overshoot it by up to the consumer's fetch size.
+    max_in_flight_bytes: int = Field(64 * 1024 * 1024, ge=1024)
     max_poll_records: int = Field(500, ge=1)
     commit_interval_ms: int = Field(500, ge=10)
     refresh_seconds: float = Field(10.0, gt=0)

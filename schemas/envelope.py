@@ -17,6 +17,7 @@ Every rejection raises :class:`EnvelopeError` with a short machine-readable
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -46,6 +47,20 @@ R_BAD_HEADERS = "bad_headers"
 # orjson reads JSON nested up to 1024 levels but writes at most 254, so a deeper
 # document would parse and then fail when ingress re-serialises it.
 R_TOO_DEEP = "too_deep"
+# An identifier taken from the event (``event_id``, ``type``, a CloudEvent's ``id`` or
+# ``source``) holds a control character or is longer than MAX_ID_BYTES: it would reach a
+# database index, a workflow id or a log line (check_id).
+R_BAD_ID = "bad_id"
+# A NUL character (U+0000) anywhere in the event: PostgreSQL's jsonb and text cannot
+# store it, so the event could never be written by the router or the worker.
+R_NUL = "nul_character"
+
+# The byte cap of an identifier taken from an event (and of a flow key,
+# schemas.flow.key_value). The longest id derived from one, a window workflow id or
+# ``activity-{uuid}:{event_id}``, stays far below Temporal's 1,000-byte id limit and
+# PostgreSQL's ~2,700-byte btree entry limit.
+MAX_ID_BYTES = 512
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
 
 _CE_REQUIRED = ("id", "source", "type")
 _CE_CORE = {
@@ -136,6 +151,8 @@ def plain_event_id(body: bytes) -> tuple[bool, str | None]:
         and body.count(b"{") + body.count(b"[") > _PLAIN_MAX_BRACKETS
     ):
         return NOT_PLAIN
+    if b"\\u0000" in body:  # maybe a NUL (or an escaped backslash before u0000): parse()
+        return NOT_PLAIN
     try:
         doc = orjson.loads(body)
     except orjson.JSONDecodeError:
@@ -153,9 +170,66 @@ def plain_event_id(body: bytes) -> tuple[bool, str | None]:
         and ("time" not in doc or type(doc["time"]) is str)
         and ("subject" not in doc or type(doc["subject"]) is str)
         and ("extensions" not in doc or (type(ext) is dict and len(ext) > 0))
+        and _CONTROL.search(typ) is None
+        and (len(typ) * 4 <= MAX_ID_BYTES or id_problem(typ) is None)
+        and (not eid or id_problem(eid) is None)
     ):
         return NOT_PLAIN
     return True, eid or None
+
+
+def id_problem(value: str) -> str | None:
+    """Why ``value`` cannot be an identifier taken from an event, or None when it can.
+
+    An identifier reaches database indexes, workflow ids, log lines and headers: it
+    holds no control character (C0, DEL, C1; a NUL would also crash PostgreSQL's text
+    type) and at most :data:`MAX_ID_BYTES` bytes of UTF-8.
+    """
+    found = _CONTROL.search(value)
+    if found is not None:
+        return f"holds control character U+{ord(found.group()):04X} at index {found.start()}"
+    if len(value) * 4 > MAX_ID_BYTES:  # only then can its UTF-8 exceed the cap
+        size = len(value.encode("utf-8", "surrogatepass"))
+        if size > MAX_ID_BYTES:
+            return f"is {size} bytes, over the {MAX_ID_BYTES}-byte limit"
+    return None
+
+
+def check_id(name: str, value: str) -> None:
+    """Raise :class:`EnvelopeError` ``bad_id`` unless ``value`` is an identifier."""
+    problem = id_problem(value)
+    if problem is not None:
+        raise EnvelopeError(R_BAD_ID, f"{name!r} {problem}")
+
+
+def nul_path(doc: Any, path: str = "$") -> str | None:
+    """The JSON path of the first NUL character in a key or string of ``doc``, or None."""
+    if isinstance(doc, str):
+        return path if "\x00" in doc else None
+    if isinstance(doc, dict):
+        for key, value in doc.items():
+            if "\x00" in key:
+                return f"{path} (a key)"
+            found = nul_path(value, f"{path}.{key}")
+            if found is not None:
+                return found
+    elif isinstance(doc, list):
+        for i, value in enumerate(doc):
+            found = nul_path(value, f"{path}[{i}]")
+            if found is not None:
+                return found
+    return None
+
+
+def _check_ids(env: Envelope) -> Envelope:
+    """``env`` once every identifier in it passed :func:`check_id` (raises ``bad_id``)."""
+    check_id("type", env.type)
+    if env.extensions.get("specversion") is not None and "id" in env.extensions:
+        check_id("id", env.extensions["id"])  # CloudEvents: hashed with source into event_id
+        check_id("source", env.source or "")
+    elif env.event_id is not None:
+        check_id("event_id", env.event_id)
+    return env
 
 
 def with_event_id_json(body: bytes, event_id: str) -> bytes:
@@ -216,13 +290,23 @@ def parse(
 
 
 def encode(env: Envelope) -> bytes:
-    """``env.to_json()``, with a serialisation failure raised as :class:`EnvelopeError`."""
+    """``env.to_json()``, with a serialisation failure raised as :class:`EnvelopeError`.
+
+    An event holding a NUL character anywhere (orjson writes it as ``\\u0000``) is
+    refused here with ``nul_character``: PostgreSQL's jsonb cannot store it, so it
+    would fail every write of the router's flow control and of the worker's claim.
+    """
     try:
-        return env.to_json()
+        out = env.to_json()
     except orjson.JSONEncodeError as exc:
         if "ecursion" in str(exc):
             raise EnvelopeError(R_TOO_DEEP, "JSON nests deeper than 254 levels") from None
         raise EnvelopeError(R_BAD_FIELD, f"cannot re-serialise event: {exc}") from None
+    if b"\\u0000" in out:  # the exact test only when the cheap one hits
+        where = nul_path(env.to_dict())
+        if where is not None:
+            raise EnvelopeError(R_NUL, f"a NUL character (U+0000) at {where}")
+    return out
 
 
 def too_large(size: int, max_bytes: int, what: str = "") -> EnvelopeError:
@@ -240,7 +324,7 @@ def _parse(value: bytes | None, headers: Any, max_bytes: int) -> Envelope:
     if hdrs:
         ce = {n[3:]: v for n, v in hdrs if n.startswith("ce_")}
         if "specversion" in ce:
-            return _parse_binary(body, ce, hdrs)
+            return _check_ids(_parse_binary(body, ce, hdrs))
     try:
         # orjson checks UTF-8 itself; decoding first is only needed to tell why it failed.
         doc = orjson.loads(body)
@@ -250,7 +334,7 @@ def _parse(value: bytes | None, headers: Any, max_bytes: int) -> Envelope:
         raise EnvelopeError(R_NOT_OBJECT, f"JSON {type(doc).__name__} is not an object")
     passthrough = tuple((n, v) for n, v in hdrs if not n.startswith("ce_")) if hdrs else ()
     if "specversion" in doc:
-        return _parse_structured(doc, passthrough)
+        return _check_ids(_parse_structured(doc, passthrough))
     ext = doc.get("extensions", {})
     if not isinstance(ext, dict):
         raise EnvelopeError(R_BAD_FIELD, "'extensions' must be an object")
@@ -283,7 +367,7 @@ def _parse(value: bytes | None, headers: Any, max_bytes: int) -> Envelope:
         extensions=ext,
         headers=passthrough,
     )
-    return env
+    return _check_ids(env)
 
 
 def _loads_text(body: bytes) -> Any:

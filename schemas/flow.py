@@ -16,9 +16,12 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
-from schemas.envelope import EnvelopeError
+from schemas.envelope import EnvelopeError, id_problem
 
 R_FLOW_KEY_MISSING = "flow_key_missing"
+# The event's value of a flow key holds a control character or is over MAX_ID_BYTES
+# (schemas.envelope.id_problem): it would become a primary key and a workflow id.
+R_BAD_FLOW_KEY = "bad_flow_key"
 
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)\s*$")
@@ -176,8 +179,10 @@ def key_value(event: dict[str, Any], path: str, *, control: str) -> str:
 
     Strings, integers and booleans are keys (``True`` -> ``"true"``); a missing
     field, ``null``, an empty string, a float, a list or an object is
-    :class:`FlowKeyMissing`. Floats are refused because their rendering is not
-    stable across producers (``1`` vs ``1.0``), and a key must name one bucket.
+    :class:`FlowKeyMissing`; a string with a control character or over 512 bytes is
+    ``bad_flow_key`` (:func:`schemas.envelope.id_problem`). Floats are refused
+    because their rendering is not stable across producers (``1`` vs ``1.0``), and a
+    key must name one bucket.
     """
     node: Any = event
     for part in path.split("."):
@@ -189,6 +194,9 @@ def key_value(event: dict[str, Any], path: str, *, control: str) -> str:
     if isinstance(node, int):
         return str(node)
     if isinstance(node, str) and node:
+        problem = id_problem(node)
+        if problem is not None:
+            raise EnvelopeError(R_BAD_FLOW_KEY, f"flow.{control}.key {path!r} {problem}")
         return node
     kind = "null" if node is None else "empty" if node == "" else type(node).__name__
     raise FlowKeyMissing(control, path, f"is {kind}, not a non-empty string or integer")

@@ -7,6 +7,8 @@ and its source coordinates; the good messages interleaved with them still flow.
 
 from __future__ import annotations
 
+import random
+import string
 import uuid
 from collections import Counter
 
@@ -20,6 +22,8 @@ from tests.faults import harness as h
 from tests.support import db, kafka
 
 MAX_BYTES = 100_000
+# 600 random letters: over the 512-byte id cap (random, so PostgreSQL would not compress it).
+RANDOM_ID = "".join(random.Random(34).choices(string.ascii_letters, k=600)).encode()
 CE = [("ce_specversion", b"1.0"), ("ce_id", b"ce-1"), ("ce_source", b"/s")]
 
 # (value, headers, expected dlq_reason), hand-written.
@@ -55,6 +59,23 @@ BAD: list[tuple[bytes | None, list[tuple[str, bytes]], str]] = [
     ),
     (b"{}", CE, "missing_type"),  # binary mode without ce_type
     (b"\xff", [*CE, ("ce_type", b"t")], "invalid_utf8"),
+    # Fields checked at the edge (issue 34): what PostgreSQL or a workflow id cannot hold.
+    (
+        b'{"event_id":"poison\\u0000","type":"demo.order.created","source":"x",'
+        b'"data":{"order_id":"o-1"}}',
+        [],
+        "bad_id",
+    ),
+    (b'{"type":"t","event_id":"' + RANDOM_ID + b'","data":{}}', [], "bad_id"),
+    (b'{"type":"t","event_id":"a\\nb","data":{}}', [], "bad_id"),
+    (b'{"type":"t\\u0007","data":{}}', [], "bad_id"),
+    (b'{"specversion":"1.0","id":"x\\u001f","type":"t","source":"s"}', [], "bad_id"),
+    (b'{"specversion":"1.0","id":"x","type":"t","source":"' + RANDOM_ID + b'"}', [], "bad_id"),
+    (b"{}", [*CE[:2], ("ce_source", b"/s\x01"), ("ce_type", b"t")], "bad_id"),
+    (b'{"type":"t","data":{"a":"x\\u0000y"}}', [], "nul_character"),
+    (b'{"type":"t","data":{"k\\u0000":1}}', [], "nul_character"),
+    (b'{"type":"t","subject":"\\u0000","data":null}', [], "nul_character"),
+    (b"\x00", [*CE, ("ce_type", b"t")], "nul_character"),  # binary mode: the body is data
 ]
 
 
@@ -116,10 +137,12 @@ REASONS = {
     envelope.R_MISSING_EVENT_ID,
     envelope.R_BAD_HEADERS,
     envelope.R_TOO_DEEP,
+    envelope.R_BAD_ID,
+    envelope.R_NUL,
 }
 
 _scalars = st.sampled_from([None, True, 0, -1, 1.5, 2**62, "", "t", "1.0", [], {}, [1], {"a": 1}])
-_scalars = _scalars | st.text(max_size=8)
+_scalars = _scalars | st.text(max_size=8) | st.sampled_from(["\x00", "a\x1fb", "x" * 513])
 _field_names = st.sampled_from(
     ["type", "event_id", "source", "time", "subject", "data", "extensions", "specversion", "id"]
 )
@@ -155,5 +178,9 @@ def test_parse_accepts_or_rejects_with_a_reason(value, headers, max_bytes):
     assert isinstance(env.type, str) and env.type
     assert env.event_id is None or isinstance(env.event_id, str)
     doc = orjson.loads(env.to_json())  # whatever parse accepts, ingress can write
+    # ... and PostgreSQL can store: no NUL anywhere, identifiers checked at the edge
+    assert envelope.nul_path(doc) is None
+    assert envelope.id_problem(env.type) is None
+    assert env.event_id is None or envelope.id_problem(env.event_id) is None
     assert doc["type"] == env.type
     assert len(value or b"") <= max_bytes

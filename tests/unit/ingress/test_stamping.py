@@ -71,3 +71,10 @@ def test_strategy_from_string() -> None:
     for bad in ("uuid4", "header:", "", "Source"):
         with pytest.raises(ValueError):
             strategy_from_string(bad)
+
+
+@pytest.mark.parametrize("value", [b"a\x00b", b"a\x1bb", b"e" * 513])
+def test_header_strategy_checks_the_id_like_one_in_the_body(value: bytes) -> None:
+    with pytest.raises(StampError) as info:
+        stamp(ENV, record(b"{}", headers=[("x-id", value)]), HeaderStrategy("x-id"))
+    assert info.value.reason == "bad_id"

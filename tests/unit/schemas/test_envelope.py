@@ -315,3 +315,51 @@ def test_hot_path_envelopes_equal_the_constructor_built_ones() -> None:
     assert stamped == dataclasses.replace(built, event_id="e1") and env.event_id is None
     with pytest.raises(dataclasses.FrozenInstanceError):
         stamped.event_id = "other"  # type: ignore[misc]
+
+
+# --- identifiers and NUL, checked at the edge (issue 34) ------------------------------
+
+
+@pytest.mark.parametrize(
+    ("body", "headers", "reason", "where"),
+    [
+        (b'{"event_id":"poison\\u0000","type":"t","data":{}}', [], "bad_id", "'event_id'"),
+        (b'{"event_id":"' + b"e" * 513 + b'","type":"t","data":{}}', [], "bad_id", "513 bytes"),
+        (b'{"event_id":"\xc3\xa9' * 1 + b"e" * 511 + b'","type":"t"}', [], "bad_id", "513 bytes"),
+        (b'{"type":"t\\u009f","data":{}}', [], "bad_id", "'type'"),
+        (b'{"specversion":"1.0","id":"a\\tb","source":"s","type":"t"}', [], "bad_id", "'id'"),
+        (
+            b"1",
+            [
+                ("ce_specversion", b"1.0"),
+                ("ce_id", b"1"),
+                ("ce_source", b"s\x7f"),
+                ("ce_type", b"t"),
+            ],
+            "bad_id",
+            "'source'",
+        ),  # fmt: skip
+        (b'{"type":"t","data":[1,{"a":"\\u0000"}]}', [], "nul_character", "$.data[1].a"),
+        (b'{"type":"t","extensions":{"x\\u0000":1},"data":1}', [], "nul_character", "a key"),
+    ],
+)
+def test_identifiers_and_nul_are_refused_with_their_reason(body, headers, reason, where):
+    assert E.plain_event_id(body) == E.NOT_PLAIN or headers
+    with pytest.raises(E.EnvelopeError) as info:
+        E.parse(body, headers)
+    assert info.value.reason == reason
+    assert where in info.value.detail
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b'{"event_id":"' + b"e" * 512 + b'","type":"t","data":{}}',  # exactly at the cap
+        b'{"event_id":"caf\xc3\xa9 \xe2\x82\xac","type":"t","data":{}}',  # non-ASCII is fine
+        b'{"type":"t","data":{"a":"\\\\u0000"}}',  # a backslash, then "u0000": no NUL
+        b'{"type":"t","data":{"a":"tab\\there"}}',  # control characters inside data are fine
+    ],
+)
+def test_what_stays_accepted(body):
+    env = E.parse(body)
+    assert env.type == "t"

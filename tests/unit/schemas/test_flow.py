@@ -136,3 +136,18 @@ def test_key_value_refuses_what_is_not_one_key(path, why):
         key_value(EVENT, path, control="throttle")
     assert info.value.reason == R_FLOW_KEY_MISSING
     assert f"flow.throttle.key {path!r}: {why}" in info.value.detail
+
+
+@pytest.mark.parametrize(
+    ("value", "detail"),
+    [("x" * 513, "513 bytes"), ("a\x00b", "U+0000"), ("a\nb", "U+000A"), ("\u0085", "U+0085")],
+)
+def test_a_key_that_cannot_be_a_primary_key_is_bad_flow_key(value, detail):
+    from schemas.envelope import EnvelopeError
+    from schemas.flow import R_BAD_FLOW_KEY
+
+    with pytest.raises(EnvelopeError) as info:
+        key_value({"data": {"k": value}}, "data.k", control="throttle")
+    assert info.value.reason == R_BAD_FLOW_KEY
+    assert detail in info.value.detail and "flow.throttle.key" in info.value.detail
+    assert key_value({"data": {"k": "x" * 512}}, "data.k", control="throttle") == "x" * 512
