@@ -338,7 +338,7 @@ def test_hot_path_envelopes_equal_the_constructor_built_ones() -> None:
             ],
             "bad_id",
             "'source'",
-        ),  # fmt: skip
+        ),
         (b'{"type":"t","data":[1,{"a":"\\u0000"}]}', [], "nul_character", "$.data[1].a"),
         (b'{"type":"t","extensions":{"x\\u0000":1},"data":1}', [], "nul_character", "a key"),
     ],
