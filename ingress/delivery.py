@@ -25,10 +25,9 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from aiokafka import AIOKafkaProducer
-from aiokafka.errors import MessageSizeTooLargeError, RecordTooLargeError
 
 from ingress.records import Outgoing, to_dlq
-from pipeline.kafka import is_retriable, key_partition
+from pipeline.kafka import H_VALUE_OMITTED, is_retriable, is_too_large, key_partition
 from pipeline.retry import BACKOFF_INITIAL, BACKOFF_MAX, backoff
 from schemas.envelope import R_TOO_LARGE
 from schemas.errors import IngestError
@@ -44,10 +43,6 @@ class DrainTimeout(IngestError):
     """Shutdown was requested and the batch could not be delivered within the grace period."""
 
     retriable = True  # the batch stays uncommitted: the next owner delivers it
-
-
-def is_too_large(exc: BaseException) -> bool:
-    return isinstance(exc, MessageSizeTooLargeError | RecordTooLargeError)
 
 
 # A record larger than this is sent on its own: it would fill a batch by itself,
@@ -163,7 +158,7 @@ def _too_large_fallback(rec: Outgoing, exc: BaseException, dlq_topic: str) -> Ou
             rec.source.partition,
             rec.source.offset,
         )
-        return rec._replace(value=None, headers=[*rec.headers, ("dlq_value_omitted", b"1")])
+        return rec._replace(value=None, headers=[*rec.headers, (H_VALUE_OMITTED, b"1")])
     raise FatalProduceError(f"DLQ record rejected even without its value: {exc!r}")
 
 

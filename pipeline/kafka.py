@@ -31,6 +31,8 @@ from aiokafka.errors import (
     KafkaConnectionError,
     KafkaError,
     KafkaTimeoutError,
+    MessageSizeTooLargeError,
+    RecordTooLargeError,
     RequestTimedOutError,
     UnsupportedCodecError,
 )
@@ -63,6 +65,17 @@ def is_retriable(exc: BaseException) -> bool:
     if isinstance(exc, KafkaTimeoutError | KafkaConnectionError | RequestTimedOutError):
         return True
     return isinstance(exc, KafkaError) and bool(exc.retriable)
+
+
+def is_too_large(exc: BaseException) -> bool:
+    """Kafka refused the record for its size (the client's max request, or the topic's
+    ``max.message.bytes``): sending it again cannot help."""
+    return isinstance(exc, MessageSizeTooLargeError | RecordTooLargeError)
+
+
+# Header of a DLQ record sent without its value because Kafka refused it with the value:
+# its dlq_source_* headers say where the original lives.
+H_VALUE_OMITTED = "dlq_value_omitted"
 
 
 def _partitioner(key: bytes | None, all_partitions: Sequence[int], available: Sequence[int]) -> int:

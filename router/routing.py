@@ -282,12 +282,29 @@ class Routing:
     async def _dead_letter(self, msg: ConsumerRecord, reason: str, detail: str) -> None:
         headers = kafka.dlq_headers(msg, reason, detail, self.component)
         if not self.dry_run:
-            await self._retry(
-                "DLQ produce",
-                lambda: self.producer.send_and_wait(
-                    self.dlq_topic, msg.value, key=msg.key, headers=headers
-                ),
-            )
+            value = msg.value
+            try:
+                await self._retry(
+                    "DLQ produce",
+                    lambda: self.producer.send_and_wait(
+                        self.dlq_topic, value, key=msg.key, headers=headers
+                    ),
+                )
+            except Exception as exc:
+                if not kafka.is_too_large(exc) or value is None:
+                    raise
+                # As ingress does: the DLQ record without the value Kafka refused; its
+                # dlq_source_* headers say where the original lives.
+                log.error("DLQ refused %s[%d]@%d with its value: %s; sending it without",
+                          msg.topic, msg.partition, msg.offset, exc)  # fmt: skip
+                headers.append((kafka.H_VALUE_OMITTED, b"1"))
+                value = None
+                await self._retry(
+                    "DLQ produce",
+                    lambda: self.producer.send_and_wait(
+                        self.dlq_topic, value, key=msg.key, headers=headers
+                    ),
+                )
             metrics.DLQ_MESSAGES.labels(component=self.component, reason=reason).inc()
         self.stats.dlq += 1
         log.info(

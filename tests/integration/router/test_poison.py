@@ -73,3 +73,36 @@ async def test_poison_records_are_dead_lettered_and_the_rest_runs(cfg, temporal,
     for i, e in enumerate(good):
         wid = ids.event_workflow_id(a_plain if i % 2 else a_thr, e)
         assert await exists(temporal, wid), f"the good event {e} after the poison started"
+
+
+async def test_a_dead_letter_the_dlq_refuses_for_size_goes_without_its_value(
+    cfg, temporal, db_pool
+):
+    """The DLQ topic's ``max.message.bytes`` below the event: the DLQ record is sent
+    without its value (``dlq_value_omitted``) instead of stopping the partition."""
+    from pipeline.clients import ensure_topics
+
+    tag = uuid.uuid4().hex[:8]
+    dlq = f"dlq-small-{tag}"
+    await ensure_topics(cfg.kafka, [dlq], 1, configs={"max.message.bytes": "20000"})
+    small = cfg.model_copy(update={"kafka": cfg.kafka.model_copy(update={"dlq_topic": dlq})})
+    etype = f"p.{tag}"
+    aid = await db.seed_activity(db_pool, etype)
+    big = orjson.dumps(
+        {"type": etype, "event_id": f"big-{tag}", "data": {"x": "a" * 60_000 + "\x00"}}
+    )
+    after = f"after-{tag}"
+    coords = await kafka.produce(
+        cfg.kafka.bootstrap_servers,
+        cfg.kafka.events_topic,
+        [(b"k", big, []), (b"k", db.event(etype, after), [])],  # one key: one partition
+    )
+    await route_until_committed(
+        small, RouterSettings(group=f"big-{tag}", commit_interval_ms=100), temporal, db_pool
+    )
+    (m,) = await kafka.read_all(cfg.kafka.bootstrap_servers, dlq)
+    hd = dict(m.headers)
+    assert m.value is None and hd["dlq_value_omitted"] == b"1"
+    assert hd["dlq_reason"] == b"nul_character"
+    assert (int(hd["dlq_source_partition"]), int(hd["dlq_source_offset"])) == coords[0]
+    assert await exists(temporal, ids.event_workflow_id(aid, after))
