@@ -151,7 +151,9 @@ def plain_event_id(body: bytes) -> tuple[bool, str | None]:
         and body.count(b"{") + body.count(b"[") > _PLAIN_MAX_BRACKETS
     ):
         return NOT_PLAIN
-    if b"\\u0000" in body:  # maybe a NUL (or an escaped backslash before u0000): parse()
+    # Maybe a NUL (or an escaped backslash before u0000): parse() tells. Most bodies hold no
+    # backslash (92) at all, and a byte's search (memchr) is far cheaper than a string's.
+    if 92 in body and b"\\u0000" in body:
         return NOT_PLAIN
     try:
         doc = orjson.loads(body)
@@ -170,9 +172,14 @@ def plain_event_id(body: bytes) -> tuple[bool, str | None]:
         and ("time" not in doc or type(doc["time"]) is str)
         and ("subject" not in doc or type(doc["subject"]) is str)
         and ("extensions" not in doc or (type(ext) is dict and len(ext) > 0))
-        and _CONTROL.search(typ) is None
-        and (len(typ) * 4 <= MAX_ID_BYTES or id_problem(typ) is None)
-        and (not eid or id_problem(eid) is None)
+        # identifiers (id_problem), at C speed for the usual ASCII: printable ASCII
+        # holds no control character
+        and ((typ.isascii() and typ.isprintable() and len(typ) <= MAX_ID_BYTES) or _is_id(typ))
+        and (
+            not eid
+            or (eid.isascii() and eid.isprintable() and len(eid) <= MAX_ID_BYTES)
+            or _is_id(eid)
+        )
     ):
         return NOT_PLAIN
     return True, eid or None
@@ -193,6 +200,14 @@ def id_problem(value: str) -> str | None:
         if size > MAX_ID_BYTES:
             return f"is {size} bytes, over the {MAX_ID_BYTES}-byte limit"
     return None
+
+
+def _is_id(value: str) -> bool:
+    """``id_problem(value) is None``, at C speed for ASCII (ingress's hot path): an ASCII
+    string is printable exactly when it holds no C0 control character and no DEL."""
+    if value.isascii() and value.isprintable():
+        return len(value) <= MAX_ID_BYTES
+    return id_problem(value) is None
 
 
 def check_id(name: str, value: str) -> None:
@@ -302,7 +317,7 @@ def encode(env: Envelope) -> bytes:
         if "ecursion" in str(exc):
             raise EnvelopeError(R_TOO_DEEP, "JSON nests deeper than 254 levels") from None
         raise EnvelopeError(R_BAD_FIELD, f"cannot re-serialise event: {exc}") from None
-    if b"\\u0000" in out:  # the exact test only when the cheap one hits
+    if 92 in out and b"\\u0000" in out:  # a backslash, then maybe a NUL: the exact test
         where = nul_path(env.to_dict())
         if where is not None:
             raise EnvelopeError(R_NUL, f"a NUL character (U+0000) at {where}")
