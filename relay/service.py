@@ -18,6 +18,11 @@ its position. Any error ends the term: the transaction is aborted (counted), the
 producer and the connection are dropped, and the relay starts over, from the lock
 and the progress read back from Kafka. So a relay killed at any instant neither
 skips a row nor publishes one twice, as a ``read_committed`` consumer sees it.
+
+A row Kafka refuses for good (too large for the producer or the topic, an illegal
+topic name) is published as a DLQ record in its place, in the same transaction
+(``relay.refusals``): what the relay learns from a refusal outlives the aborted
+transaction and the term, so the same row never stops the relay twice the same way.
 """
 
 from __future__ import annotations
@@ -29,18 +34,27 @@ import time
 
 import asyncpg
 from aiokafka import AIOKafkaProducer
+from aiokafka.errors import KafkaError
 
 from pipeline import kafka
-from pipeline.metrics import OUTBOX_DEPTH, OUTBOX_PUBLISHED, RELAY_ABORTED, RELAY_LAG
+from pipeline.metrics import (
+    DLQ_MESSAGES,
+    OUTBOX_DEPTH,
+    OUTBOX_PUBLISHED,
+    RELAY_ABORTED,
+    RELAY_LAG,
+)
 from pipeline.retry import backoff
 from pipeline.runtime import Shutdown
 from pipeline.settings import Settings
-from relay import outbox, progress
+from relay import outbox, progress, refusals
 from relay.outbox import Position, Row
+from relay.refusals import Stage
 from relay.settings import RelaySettings
 from schemas.ids import relay_transactional_id
 
 log = logging.getLogger("relay")
+refusals.start_metrics_at_zero()  # on import: `ingest relay` has no other setup step
 METRICS_EVERY = 1.0  # seconds between depth/lag queries
 
 
@@ -54,6 +68,9 @@ class Relay:
         self.ready = False
         self._metrics_at = 0.0
         self._pruned_at = 0.0
+        # Rows Kafka refused, and what to send for each next: kept across terms.
+        self.verdicts = refusals.Refusals()
+        self._committed = False  # a transaction committed since the last failed term
 
     async def run(self) -> None:
         """Until shutdown: wait for the lock, lead, and start over after any failure."""
@@ -71,6 +88,8 @@ class Relay:
                     await self._lead(conn)
                 delays = backoff()
             except Exception as exc:  # any failure ends this term; the next starts clean
+                if self._committed:  # the last term got somewhere: a new failure, not a
+                    delays, self._committed = backoff(), False  # long outage's next one
                 log.warning("relay term ended: %s: %s; starting over", type(exc).__name__, exc)
                 await self.shutdown.wait(next(delays))
             finally:
@@ -116,9 +135,12 @@ class Relay:
             while not self.shutdown.requested:
                 rows = await outbox.visible_after(conn, pos, self.rcfg.batch_size)
                 if rows:
-                    await self._publish(producer, rows)
+                    dead = await self._publish(producer, rows)
                     pos = rows[-1].position
                     OUTBOX_PUBLISHED.inc(len(rows))
+                    self._dead_lettered(dead)
+                    self.verdicts.forget_through(pos)
+                    self._committed = True
                     await outbox.mirror(conn, self.transactional_id, pos)
                     await producer.begin_transaction()
                 await self._report(conn, pos)
@@ -128,29 +150,107 @@ class Relay:
         finally:
             await producer.stop()
 
-    async def _publish(self, producer: AIOKafkaProducer, rows: list[Row]) -> None:
+    async def _publish(self, producer: AIOKafkaProducer, rows: list[Row]) -> list[Row]:
         """Send the rows, then the progress record after the last, and commit the
-        transaction begun before (aborted, and counted, on any error)."""
+        transaction begun before (aborted, and counted, on any error). A row Kafka
+        refuses for good is sent as its DLQ record instead (``relay.refusals``); returns
+        those rows (committed as DLQ records)."""
+        unsettled: list[tuple[Row, asyncio.Future[object]]] = []
+        last: asyncio.Future[object] | None = None
         try:
-            sent = [
-                await producer.send(r.topic, r.body, key=r.key, headers=r.headers) for r in rows
-            ]
-            sent.append(
-                await producer.send(
-                    self.rcfg.progress_topic,
-                    progress.encode(rows[-1]),
-                    key=self.transactional_id.encode(),
-                )
+            for row in rows:
+                await self._queue(producer, row, unsettled)
+            last = await producer.send(
+                self.rcfg.progress_topic,
+                progress.encode(rows[-1]),
+                key=self.transactional_id.encode(),
             )
-            await asyncio.gather(*sent)
+            await self._settle(unsettled)
+            await last
             if self.rcfg.fault_commit_delay_seconds:  # tests only: keep the transaction open
                 await self.shutdown.wait(self.rcfg.fault_commit_delay_seconds)
             await producer.commit_transaction()
         except BaseException:
             RELAY_ABORTED.inc()
+            _ignore_outcomes([f for _, f in unsettled] + ([last] if last else []))
             with contextlib.suppress(Exception):
                 await producer.abort_transaction()
             raise
+        return [r for r in rows if self.verdicts.stage(r) >= Stage.DLQ]
+
+    async def _queue(
+        self,
+        producer: AIOKafkaProducer,
+        row: Row,
+        unsettled: list[tuple[Row, asyncio.Future[object]]],
+    ) -> None:
+        """Queue what ``row``'s stage says to send. From stage ALONE on, it goes in a
+        batch of its own (what was queued before is settled first, and it at once), so
+        the broker's verdict is its own. On the client's refusal (``send`` raises:
+        nothing was queued) its next form is queued at once, in the same transaction."""
+        while True:
+            refused = self.verdicts.get(row)
+            alone = refused.stage >= Stage.ALONE
+            if alone:
+                await self._settle(unsettled)
+            rec = refusals.record(row, refused, self.cfg.kafka.dlq_topic)
+            try:
+                if refused.stage < Stage.DLQ and (bad := refusals.topic_error(row.topic)):
+                    raise bad
+                fut = await producer.send(rec.topic, rec.value, key=rec.key, headers=rec.headers)
+            except KafkaError as exc:
+                if refusals.reason_for(exc) is None:
+                    raise
+                self.verdicts.refused(row, exc, alone=True)
+                continue
+            unsettled.append((row, fut))
+            if alone:
+                await self._settle(unsettled)
+            return
+
+    async def _settle(self, unsettled: list[tuple[Row, asyncio.Future[object]]]) -> None:
+        """Wait for every record queued so far. A refusal moves its row to its next stage
+        for the next attempt; any failure fails the transaction (the first error)."""
+        if not unsettled:
+            return
+        results = await asyncio.gather(*(f for _, f in unsettled), return_exceptions=True)
+        failed = [(row, r) for (row, _), r in zip(unsettled, results, strict=True)
+                  if isinstance(r, BaseException)]  # fmt: skip
+        unsettled.clear()
+        if not failed:
+            return
+        moved = 0
+        for row, exc in failed:
+            if refusals.reason_for(exc) is not None:
+                self.verdicts.refused(row, exc, alone=self.verdicts.stage(row) >= Stage.ALONE)
+                moved += 1
+        if moved:
+            log.warning(
+                "Kafka refused the records of %d outbox rows (%s); the transaction is aborted,"
+                " and the next attempt sends each alone, or as its DLQ record",
+                moved,
+                type(failed[0][1]).__name__,
+            )
+        raise failed[0][1]
+
+    def _dead_lettered(self, rows: list[Row]) -> None:
+        """Count and log the rows just committed as DLQ records, once each."""
+        for row in rows:
+            r = self.verdicts.get(row)
+            DLQ_MESSAGES.labels(component=refusals.COMPONENT, reason=r.reason).inc()
+            log.error(
+                "outbox row %s for %s refused by Kafka for good (%s); published to the DLQ"
+                " %s as %s%s",
+                row.id,
+                row.topic,
+                r.detail,
+                self.cfg.kafka.dlq_topic,
+                r.reason,
+                {
+                    Stage.DLQ_NO_VALUE: " without its value",
+                    Stage.DLQ_BARE: " without its value, key and headers",
+                }.get(r.stage, ""),
+            )
 
     async def _report(self, conn: asyncpg.Connection, pos: Position) -> None:
         if time.monotonic() - self._metrics_at < METRICS_EVERY:
@@ -167,3 +267,10 @@ class Relay:
         n = await outbox.prune(conn, self.transactional_id, self.rcfg.retention_days)
         if n:
             log.info("pruned %d published outbox rows", n)
+
+
+def _ignore_outcomes(futures: list[asyncio.Future[object]]) -> None:
+    """The records of an aborted transaction: their outcomes no longer matter (nor
+    should asyncio log them as never retrieved)."""
+    for f in futures:
+        f.add_done_callback(lambda f: f.cancelled() or f.exception())
