@@ -4,7 +4,9 @@ Ingress rejections (``dlq_component=ingress``) go back through ingress's own
 transform (injected as ``restamp``, e.g. :func:`ingress.records.restamper`) on a
 copy of the record rebuilt from its ``dlq_source_*`` coordinates, so the event
 id is the one the first attempt would have stamped. Everything else goes back
-through the router's :class:`Routing`. Still-bad messages return to the DLQ
+through the router's :class:`Routing`, except the relay's (``dlq_component=relay``:
+an emit's message, not an event), which are carried forward unchanged. Still-bad
+messages return to the DLQ
 byte for byte with ``dlq_attempt`` + 1. Progress is the consumer group
 ``ingest-dlq-replay``, committed per handled batch.
 """
@@ -163,7 +165,10 @@ class DlqRedriver(SessionRunner):
         for msg in msgs:
             reason = (kafka.header(msg.headers, "dlq_reason") or b"").decode("utf-8", "replace")
             component = kafka.header(msg.headers, "dlq_component")
-            if self.reason is not None and reason != self.reason:
+            if (self.reason is not None and reason != self.reason) or component == b"relay":
+                # Not this run's reason, or an outbox row the relay could not publish (an
+                # emit, not an event: routing it would start runs from a task's message;
+                # docs/kafka.md says how to publish it by hand once its topic takes it).
                 self.counts["carried_forward"] += 1
                 headers = [(k, bytes(v or b"")) for k, v in msg.headers or ()]
                 sends.append((self.settings.kafka.dlq_topic, msg.key, msg.value, headers))

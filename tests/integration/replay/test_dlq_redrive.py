@@ -154,3 +154,33 @@ async def test_dlq_redrive_after_a_fix(cfg, temporal, db_pool):
     carried = _new(final, after)
     assert sorted(_h(m, "dlq_attempt") for m in carried) == [b"2", b"2"]
     assert len(await kafka.read_all(k.bootstrap_servers, k.events_topic)) == len(events)
+
+
+async def test_a_relay_dead_letter_is_carried_forward_not_routed(cfg, temporal, db_pool):
+    """An outbox row the relay dead-lettered is an emit's message, not an event: a re-drive
+    must not route it (it would start runs of a subscriber of its `type`)."""
+    k = cfg.kafka
+    etype = f"relay.{uuid.uuid4().hex[:8]}"
+    aid = await db.seed_activity(db_pool, etype)
+    body = db.event(etype, "emit-1")  # an emit whose body happens to look like an event
+    headers = [
+        ("dlq_reason", b"outbox_too_large"),
+        ("dlq_component", b"relay"),
+        ("dlq_source_topic", b"ingest.tasks"),
+        ("dlq_source_outbox_id", b"task-1"),
+        ("dlq_attempt", b"1"),
+    ]
+    await kafka.produce(k.bootstrap_servers, k.dlq_topic, [(b"task-1", body, headers)])
+    report = await DlqRedriver(
+        cfg,
+        RouterSettings(),
+        client=temporal,
+        pool=db_pool,
+        restamp=restamper(k, load_ingress_settings),
+        group=f"redrive-{uuid.uuid4().hex[:8]}",
+    ).run()
+    assert report.extra["dlq_read"] == 1 and report.extra["carried_forward"] == 1
+    assert report.stats.read == 0 and report.stats.started == 0
+    assert not await exists(temporal, ids.event_workflow_id(aid, "emit-1"))
+    dlq = await kafka.read_all(k.bootstrap_servers, k.dlq_topic)
+    assert [(m.value, _h(m, "dlq_component")) for m in dlq] == [(body, b"relay")] * 2
