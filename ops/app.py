@@ -19,7 +19,7 @@ from importlib import resources
 from typing import Annotated, Any
 
 import asyncpg
-from fastapi import APIRouter, Depends, FastAPI, Query, Request
+from fastapi import APIRouter, Depends, FastAPI, Path, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse
 from pydantic import BaseModel, Field
@@ -32,6 +32,7 @@ from ops.models import (
     ActionResult,
     AuthInfo,
     DlqPeek,
+    DlqRecord,
     ErrorBody,
     FlowState,
     PermitList,
@@ -44,6 +45,7 @@ from ops.models import (
 )
 from ops.replay_adapter import ReplayError, ReplayRequest, run_replay
 from ops.settings import OpsSettings
+from pipeline.kafka import UndecodableBatch
 from pipeline.settings import Settings
 from schemas.status import RunStatus, TaskStatus
 from schemas.workflow_io import FixRequest
@@ -180,8 +182,28 @@ def _api(deps: OpsDeps) -> APIRouter:
     @api.get("/dlq", response_model=DlqPeek, response_model_exclude_unset=True,
              responses=errors(503))  # fmt: skip
     async def peek_dlq(reason: str | None = None, limit: Limit = 50) -> dict[str, Any]:
-        """The newest DLQ messages (up to ``limit`` per partition); commits nothing."""
-        return await dlq.peek(deps.settings.kafka, reason, min(limit, deps.ops.dlq_peek_max))
+        """The newest DLQ messages (up to ``limit`` per partition) within the byte budgets,
+        header values left out; commits nothing."""
+        budget = dlq.Budget(deps.ops.dlq_peek_max_bytes, deps.ops.dlq_peek_read_max_bytes)
+        limit = min(limit, deps.ops.dlq_peek_max)
+        return await dlq.peek(deps.settings.kafka, reason, limit, budget)
+
+    @api.get("/dlq/{partition}/{offset}", response_model=DlqRecord,
+             response_model_exclude_unset=True, responses=errors(404, 503))  # fmt: skip
+    async def dlq_message(
+        partition: Annotated[int, Path(ge=0)], offset: Annotated[int, Path(ge=0)]
+    ) -> dict[str, Any]:
+        """One DLQ message with its header values (each truncated), within the budget."""
+        try:
+            found = await dlq.record(
+                deps.settings.kafka, partition, offset, deps.ops.dlq_peek_max_bytes
+            )
+        except UndecodableBatch as exc:  # a codec library missing here: say which
+            raise ApiError(str(exc)) from None
+        if found is None:
+            topic = deps.settings.kafka.dlq_topic
+            raise NotFound(f"no DLQ message at partition {partition} offset {offset} of {topic}")
+        return found
 
     @api.post("/replay", response_model=ReplayReport, response_model_exclude_unset=True,
               responses=errors(503))  # fmt: skip

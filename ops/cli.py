@@ -22,8 +22,10 @@ token in the environment, never on the command line). Without a token the servic
 refuses to start, unless it binds to 127.0.0.1 and --insecure-local is given.
 
 Endpoints: GET /api/runs, GET /api/runs/{run_id}, GET /api/tasks?status=pending_fix,
-POST /api/tasks/{task_id}/fix|skip|abort, GET /api/dlq, POST /api/replay (dry run
-unless dry_run is false). Stops cleanly on SIGTERM."""
+POST /api/tasks/{task_id}/fix|skip|abort, GET /api/dlq (within
+INGEST_OPS_DLQ_PEEK_MAX_BYTES, reading at most INGEST_OPS_DLQ_PEEK_READ_MAX_BYTES),
+GET /api/dlq/{partition}/{offset} (one message's header values), POST /api/replay (dry
+run unless dry_run is false). Stops cleanly on SIGTERM."""
 
 
 async def _main(cfg: settings.Settings, ops: object) -> int:

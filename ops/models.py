@@ -103,21 +103,50 @@ class ActionResult(BaseModel):
     seq: int = Field(description="the task_fixes row the action wrote")
 
 
+class DlqHeader(BaseModel):
+    """One Kafka header of a DLQ message: its name and size; its value only on demand
+    (``GET /api/dlq/{partition}/{offset}``)."""
+
+    name: str = Field(description="the name (its first 128 bytes)")
+    name_truncated: bool | None = Field(None, description="true when the name is longer")
+    bytes: int = Field(description="the value's size in bytes")
+    # On demand only (left out in a peek):
+    truncated: bool | None = Field(None, description="the value shown is its first 4,096 bytes")
+    value: str | None = Field(None, description="the value as UTF-8 text (null: no value)")
+    value_base64: str | None = Field(None, description="a value that is not UTF-8")
+
+
 class DlqMessage(BaseModel):
     partition: int
     offset: int
     timestamp_ms: int | None
+    # The dlq_* headers' values, truncated (128, 1,024, 64 and 32 bytes):
     reason: str | None
     detail: str | None
     component: str | None
     attempt: str | None
-    key: str | None
+    key: str | None = Field(description="the key's first 256 bytes as text")
+    key_bytes: int | None = Field(description="the key's size (null: no key)")
+    key_truncated: bool
     value_bytes: int
     truncated: bool = Field(description="the value shown is its first 4,096 bytes")
-    headers: dict[str, str | None]
+    header_count: int
+    header_bytes: int = Field(description="bytes of every header name and value")
+    headers: list[DlqHeader] = Field(
+        description="in a peek: the first 16 headers' names and sizes, no values; one "
+        "message (GET /api/dlq/{partition}/{offset}): every header with its value, as many "
+        "as fit in INGEST_OPS_DLQ_PEEK_MAX_BYTES"
+    )
     # One of the two (the other is left out):
     value: str | None = Field(None, description="the value as UTF-8 text")
     value_base64: str | None = Field(None, description="a value that is not UTF-8")
+
+
+class DlqRecord(DlqMessage):
+    """One DLQ message with its header values."""
+
+    stopped_early: bool = Field(description="true when headers were left out for the budget")
+    not_shown: int = Field(description="headers left out because of the byte budget")
 
 
 class UndecodablePartition(BaseModel):
@@ -128,9 +157,21 @@ class UndecodablePartition(BaseModel):
 
 class DlqPeek(BaseModel):
     topic: str
-    scanned: int
-    by_reason: dict[str, int]
-    messages: list[DlqMessage]
+    scanned: int = Field(description="messages read")
+    by_reason: dict[str, int] = Field(
+        description="messages read, by reason (the 50 most frequent; the rest as '(other)')"
+    )
+    max_bytes: int = Field(description="the answer's byte budget (INGEST_OPS_DLQ_PEEK_MAX_BYTES)")
+    read_bytes: int = Field(
+        description="record bytes read from Kafka (INGEST_OPS_DLQ_PEEK_READ_MAX_BYTES bounds it)"
+    )
+    stopped_early: bool = Field(
+        description="true when a byte budget stopped the peek before it read or showed every "
+        "message asked for (see not_read, not_shown)"
+    )
+    not_read: int = Field(description="messages of the asked window left unread (read budget)")
+    not_shown: int = Field(description="matching messages read but left out (answer budget)")
+    messages: list[DlqMessage] = Field(description="newest first")
     # Partitions whose record batch could not be decoded here (left out when none).
     undecodable: list[UndecodablePartition] | None = None
 

@@ -15,6 +15,11 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from pipeline.settings import _empty_secret_is_unset, build
 
 LOCALHOST = "127.0.0.1"
+MIB = 1024 * 1024
+# The smallest DLQ peek budget: room for a message as a peek shows it with every field
+# at its cap (tests/unit/ops/test_dlq_budget.py: under 56 KiB even when all of it is
+# control characters, which JSON writes as six bytes each).
+DLQ_PEEK_MIN_BYTES = 64 * 1024
 
 
 class OpsSettings(BaseSettings):
@@ -29,6 +34,14 @@ class OpsSettings(BaseSettings):
     gauge_interval_seconds: float = Field(15.0, gt=0)
     # A DLQ peek reads at most this many messages per partition.
     dlq_peek_max: int = Field(500, ge=1, le=10_000)
+    # Bytes, not only messages (DESIGN convention 16; ops.dlq): the most bytes of one DLQ
+    # peek's answer (GET /api/dlq, GET /api/dlq/{partition}/{offset}). Keys, values and
+    # header values are truncated, and messages that do not fit are left out, counted.
+    dlq_peek_max_bytes: int = Field(MIB, ge=DLQ_PEEK_MIN_BYTES, le=64 * MIB)
+    # The most record bytes (keys, values, headers) one peek reads from Kafka, newest
+    # first; it stops at the record that reaches it. 300 records with 900 KB headers were
+    # 270 MB read and served per console refresh without these two.
+    dlq_peek_read_max_bytes: int = Field(16 * MIB, ge=DLQ_PEEK_MIN_BYTES, le=1024 * MIB)
     # How long a query or update (approval state, decisions, fixes) waits for a worker to
     # answer before the API answers 503 (no worker polls the task queue, or it is stuck).
     # Not much less: after a worker crash, its workflows' sticky queue holds the next

@@ -13,8 +13,13 @@ process does it in one place, from the label values its code declares:
 and for the worker each part's factory (``workers.activities``,
 ``scheduler.dispatcher``, ``workers.approvals.activities``; permits per resource
 when the gauges are first refreshed). The metrics in :data:`DATA_LABELLED` are
-labelled by data (partitions, event types, activities, permit resources) and
-cannot have a series before that data is seen.
+labelled by data (partitions, activities, permit resources) and cannot have a
+series before that data is seen.
+
+No label value comes from event data (DESIGN convention 14): every label's values are
+code constants or configuration (topics, partitions, activities, handlers, permit
+resources). ``tests/unit/pipeline/test_metric_labels.py`` reads every label name here and
+every ``.labels(...)`` argument in the source tree.
 """
 
 from __future__ import annotations
@@ -76,10 +81,13 @@ CONSUMER_LAG = Gauge(
     "Messages between the committed offset and the partition end.",
     ["component", "topic", "partition"],
 )
+# Unlabelled: an event's type is event data, and a `type` label taken from it made one
+# series per distinct type (issue 34). No `component` label either: only the router's
+# planner counts it, and replays count as the router (router.routing.build_routing).
+# Being unlabelled, it exists at 0 in every process from start (DESIGN convention 11).
 EVENTS_UNMATCHED = Counter(
     "pipeline_events_unmatched_total",
-    "Events no enabled activity subscribes to.",
-    ["type"],
+    "Events no enabled activity subscribes to (no label: the event type is event data).",
 )
 RUNS_LOGGED = Counter(
     "pipeline_runs_logged_total",
@@ -250,14 +258,13 @@ FLOW_WINDOW_SIGNALS = Counter(
     ["activity"],
 )
 
-# Labelled by values only data reveals: lag per assigned partition, unmatched event
-# types, pending fixes per activity, permits per declared resource, flow concurrency per
-# activity. Their series appear when the process first sees the value (permits and
-# flow: at the first gauge refresh).
+# Labelled by values only data reveals: lag per assigned partition, pending fixes per
+# activity, permits per declared resource, flow concurrency per activity (configuration,
+# never event data). Their series appear when the process first sees the value (permits
+# and flow: at the first gauge refresh).
 DATA_LABELLED: frozenset[MetricWrapperBase] = frozenset(
     {
         CONSUMER_LAG,
-        EVENTS_UNMATCHED,
         TASKS_PENDING_FIX,
         TASK_PENDING_FIX_OLDEST,
         PERMITS_HELD,

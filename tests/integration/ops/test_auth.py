@@ -18,6 +18,7 @@ ENDPOINTS = [
     ("POST", "/api/tasks/task-x:charge:0/skip", {}),
     ("POST", "/api/tasks/task-x:charge:0/abort", {}),
     ("GET", "/api/dlq", None),
+    ("GET", "/api/dlq/0/0", None),
     ("POST", "/api/replay", {"from_offset": 0}),
 ]
 

@@ -4,41 +4,31 @@ from __future__ import annotations
 
 from aiokafka import TopicPartition
 from aiokafka.errors import UnsupportedCodecError
-from aiokafka.structs import ConsumerRecord
 
-from ops.dlq import read_until
+from ops.dlq import read_newest
 from pipeline.kafka import UndecodableBatch
+from tests.unit.ops.fake_log import FakeLog
 
 T = "ingest.dlq"
 P0, P1 = TopicPartition(T, 0), TopicPartition(T, 1)
-
-
-def _rec(tp: TopicPartition, offset: int) -> ConsumerRecord:
-    return ConsumerRecord(T, tp.partition, offset, 0, 0, None, b"v", None, 1, 1, [])
-
-
-class FakeConsumer:
-    """Partition 1's batch cannot be decoded; partition 0 answers two records."""
-
-    def __init__(self, fail: UndecodableBatch) -> None:
-        self.fail = fail
-
-    async def getmany(self, *parts, timeout_ms, max_records=None):
-        if P1 in parts:
-            raise self.fail
-        return {P0: [_rec(P0, 0), _rec(P0, 1)]} if P0 in parts else {}
+BIG = 1 << 30
 
 
 async def test_undecodable_partition_is_reported_and_the_rest_read():
     fail = UndecodableBatch(P1, 7, UnsupportedCodecError("libraries for zstd not found"))
-    got, bad = await read_until(FakeConsumer(fail), {P0, P1}, {P0: 2, P1: 9})
-    assert [(m.partition, m.offset) for m in got] == [(0, 0), (0, 1)]
-    assert len(bad) == 1
-    assert bad[0]["partition"] == 1 and bad[0]["offset"] == 7
-    assert "zstd" in bad[0]["cause"] and "partition 1 offset 7" in bad[0]["cause"]
+    log = FakeLog({P0: [b"v", b"v"], P1: [b"v"] * 9}, fail={P1: fail})
+    read = await read_newest(log, [P0, P1], log.begin, log.end, 10, BIG)
+    assert sorted((m["partition"], m["offset"]) for m in read.messages) == [(0, 0), (0, 1)]
+    assert len(read.undecodable) == 1
+    bad = read.undecodable[0]
+    assert bad["partition"] == 1 and bad["offset"] == 7
+    assert "zstd" in bad["cause"] and "partition 1 offset 7" in bad["cause"]
+    assert read.not_read == 0  # an undecodable partition is reported, not counted unread
 
 
 async def test_unknown_partition_stops_reading():
     fail = UndecodableBatch(None, None, UnsupportedCodecError("libraries for lz4 not found"))
-    got, bad = await read_until(FakeConsumer(fail), {P0, P1}, {P0: 2, P1: 9})
-    assert got == [] and len(bad) == 1 and bad[0]["partition"] is None
+    log = FakeLog({P0: [b"v", b"v"], P1: [b"v"] * 9}, fail={P0: fail, P1: fail})
+    read = await read_newest(log, [P0, P1], log.begin, log.end, 10, BIG)
+    assert read.messages == [] and len(read.undecodable) == 1
+    assert read.undecodable[0]["partition"] is None
