@@ -240,6 +240,12 @@ class RunActivities:
             found = await store.advance_task(
                 self._pool, inp.task_id, inp.status, inp.error, inp.run_tasks
             )
+            if found is None and inp.status == TaskStatus.FAILED:
+                # Its claim was refused for good (a data error): no row was written, and
+                # the failure is recorded on one of its own (no key, no payload).
+                found = await store.fail_unclaimed(
+                    self._pool, inp.task_id, inp.run_id, inp.spec, inp.error
+                )
             if found is None:
                 _permanent(f"task {inp.task_id} has no row: set it pending first")
             row = found

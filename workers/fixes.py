@@ -209,10 +209,19 @@ class PausableTask:
         )
         self._fixes.append(entry)
         task = self._task
-        await db_step(
-            FixActivities.record_fix,
-            RecordFixInput(task.task_id, task.run_id, task.spec.task_type, entry, patched),
-        )
+        try:
+            await db_step(
+                FixActivities.record_fix,
+                RecordFixInput(task.task_id, task.run_id, task.spec.task_type, entry, patched),
+            )
+        except ApplicationError:
+            # Refused for good (workers.data_errors: e.g. a patched payload that jsonb
+            # cannot hold): the action is not taken, the task stays pending_fix, and the
+            # operator's update fails with the reason instead of every later one being
+            # refused as "deciding".
+            self._fixes.pop()
+            self._fix_status = "pending_fix"
+            raise
         if patched is not None:
             self._payload = patched
         self._decision = entry

@@ -57,6 +57,9 @@ with workflow.unsafe.imports_passed_through():
 # replay their recorded two steps; remove the old branch (workflow.deprecate_patch)
 # once no such run is open.
 _ONE_STEP = "one-step-bookkeeping"
+# Patch id of the failure path of a run step refused for good (a data error): the run's
+# row is finished failed before the workflow fails.
+_STEP_REFUSED = "run-step-refused-finishes-run"
 
 
 @workflow.defn(name=RUN_ACTIVITY_WORKFLOW)
@@ -83,10 +86,32 @@ class RunActivityWorkflow:
         # A failed local activity surfaces as its ApplicationError, not wrapped in
         # an ActivityError as a regular activity's failure is: catch both.
         except (ActivityError, ApplicationError) as exc:
+            reason = describe(exc)
+            try:
+                await self._finish(inp.run_id, RunStatus.FAILED)
+            except ApplicationError as gone:  # no run row: start_run could not write it
+                reason = f"{reason}; and the run has no row to finish ({describe(gone)})"
+            raise ApplicationError(
+                f"planning failed: {reason}", type="PlanFailed", non_retryable=True
+            ) from exc
+        try:
+            return await self._run_tasks(inp, planned)
+        # A step of the run's own refused for good (a PostgreSQL data error in a slot's
+        # admission round, say; a task's failure is a result, not an error): the slot is
+        # released by then, and the run's row is finished failed rather than left running.
+        # Histories from before this path replay without the patch and fail as they did.
+        except (ActivityError, ApplicationError) as exc:
+            if not workflow.patched(_STEP_REFUSED):
+                raise
+            reason = describe(exc)
             await self._finish(inp.run_id, RunStatus.FAILED)
             raise ApplicationError(
-                f"planning failed: {describe(exc)}", type="PlanFailed", non_retryable=True
+                f"run failed: {reason}", type="RunFailed", non_retryable=True
             ) from exc
+
+    async def _run_tasks(
+        self, inp: RunActivityInput, planned: PlanTasksResult
+    ) -> RunActivityResult:
         # An approval task gates the tasks after it (workers/approvals/stages.py): they
         # are reported skipped when it is not given, and its failure fails the run.
         # flow.concurrency: the tasks run holding one of the limit's slots (per key value);

@@ -18,7 +18,9 @@ from temporalio.exceptions import ActivityError, ApplicationError, TimeoutError
 from pipeline.retry import UNTIL_DONE
 
 # Bookkeeping activities only touch PostgreSQL: retry them without limit (a
-# database outage delays runs, never fails them), with a capped backoff.
+# database outage delays runs, never fails them), with a capped backoff. A data error
+# (a value PostgreSQL refuses, SQLSTATE classes 22, 54, 23) is not retried: the worker's
+# interceptor makes it non-retryable (workers.data_errors), and the step fails at once.
 DB_RETRY = UNTIL_DONE
 DB_TIMEOUT = timedelta(seconds=30)
 

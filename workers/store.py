@@ -19,16 +19,34 @@ here gives the same outcome however many times it runs for the same id:
   ``ON CONFLICT (id) DO NOTHING`` under the task id: the task is recorded
   succeeded exactly when its message is in the outbox, and a retried attempt
   writes nothing twice. ``ingest relay`` publishes the outbox (``relay/``).
+* ``fail_unclaimed``: the ``failed`` row of a task whose claim PostgreSQL refused (no
+  row was written): no key, no payload, the error; inserted once (``ON CONFLICT (id)``).
+
+**Stored keys.** An idempotency key is stored as it is when it is at most
+``KEY_MAX_BYTES`` (2 KiB) of UTF-8 and has no NUL; otherwise as ``sha256:<hex>``, the
+SHA-256 of its UTF-8 bytes (:func:`stored_key`). A unique btree entry holds at most
+2,704 bytes (a random key of about 2.7 KB failed the claim with 54000, for ever), and
+text cannot hold a NUL (22021). The digest keeps the dedupe: the same key always gives
+the same digest, and two keys share one only with SHA-256's odds. 2 KiB, not less,
+so that every key stored before this rule (up to about 2.7 KB) is stored the same way
+now unless it is over 2 KiB: a longer one stored raw earlier does not dedupe against
+its digest. A key that renders as ``sha256:`` and 64 hex digits is indistinguishable
+from a digest; templates do not make such keys by accident.
+
+Error text (``last_error``) is stored with a NUL written as ``\u0000``: a handler's
+message may quote the data that failed it, and must not make the failure unwritable.
 """
 
 from __future__ import annotations
 
+import hashlib
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
 
 import asyncpg
 import orjson
+from temporalio.exceptions import ApplicationError
 
 from schemas.status import TaskStatus
 from schemas.workflow_io import RunActivityInput, TaskSpec
@@ -54,6 +72,34 @@ class TaskRow:
     # This call also marked the task's run succeeded: it was the last of the run's
     # ``run_tasks`` tasks to succeed (``advance_task``).
     run_finished: bool = False
+
+
+# Keys longer than this (UTF-8 bytes) are stored as their SHA-256 (see the module doc).
+KEY_MAX_BYTES = 2048
+DIGEST_PREFIX = "sha256:"
+
+
+def stored_key(key: str | None) -> str | None:
+    """The form of idempotency key ``key`` that ``task_instances`` stores."""
+    if key is None:
+        return None
+    try:
+        raw = key.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate: text cannot hold it either
+        raw = key.encode("utf-8", "surrogatepass")
+    else:
+        if len(raw) <= KEY_MAX_BYTES and "\x00" not in key:
+            return key
+    return DIGEST_PREFIX + hashlib.sha256(raw).hexdigest()
+
+
+def error_text(error: str | None) -> str | None:
+    """``error`` as ``last_error`` can store it: a NUL written as ``\\u0000``, a lone
+    surrogate as its escape."""
+    if error is None:
+        return None
+    text = error.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text.replace("\x00", "\\u0000")
 
 
 def _ts(value: str | None) -> datetime | None:
@@ -149,7 +195,8 @@ async def claim_task(
     statement: what ``claim_task`` then ``advance_task(.., "running")`` do in two.
     A repeat that finds the row still ``pending`` advances it.
     """
-    payload = orjson.dumps(spec.payload).decode()
+    payload = _payload_json(spec.payload)
+    key = stored_key(spec.idempotency_key)
     args = (task_id, uuid.UUID(run_id), spec.task_type, spec.index)
     status, attempts = (TaskStatus.RUNNING, 1) if running else (TaskStatus.PENDING, 0)
     async with pool.acquire() as conn:
@@ -159,7 +206,7 @@ async def claim_task(
             " status, attempts) VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7, $8)"
             " ON CONFLICT DO NOTHING RETURNING true",
             *args,
-            spec.idempotency_key,
+            key,
             payload,
             status,
             attempts,
@@ -174,10 +221,10 @@ async def claim_task(
                 return advanced
             return TaskRow(row["status"], False, row["duplicate_of"])
         holder = await conn.fetchval(
-            "SELECT id FROM task_instances WHERE idempotency_key = $1", spec.idempotency_key
+            "SELECT id FROM task_instances WHERE idempotency_key = $1", key
         )
         if holder is None:  # the holder's key was released meanwhile: try again
-            raise RuntimeError(f"idempotency key {spec.idempotency_key!r} changed hands; retry")
+            raise RuntimeError(f"idempotency key {key!r} changed hands; retry")
         inserted = await conn.fetchval(
             "INSERT INTO task_instances (id, run_id, task_type, index, payload, status,"
             " duplicate_of) VALUES ($1, $2, $3, $4, $5::jsonb, 'duplicate', $6)"
@@ -185,6 +232,40 @@ async def claim_task(
             *args,
             payload,
             holder,
+        )
+        row = await _current(conn, task_id)
+        assert row is not None
+        return TaskRow(row["status"], bool(inserted), row["duplicate_of"])
+
+
+def _payload_json(payload: dict[str, object]) -> str:
+    """The payload as JSON text for ``$n::jsonb``; a payload no JSON can carry (a lone
+    surrogate) fails the claim for good, as PostgreSQL's own refusals do."""
+    try:
+        return orjson.dumps(payload).decode()
+    except orjson.JSONEncodeError as exc:
+        raise ApplicationError(
+            f"the task payload cannot be encoded as JSON: {exc}",
+            type="UnencodablePayload",
+            non_retryable=True,
+        ) from None
+
+
+async def fail_unclaimed(
+    pool: asyncpg.Pool, task_id: str, run_id: str, spec: TaskSpec, error: str | None
+) -> TaskRow:
+    """Record as ``failed`` a task that has no row: its claim was refused for good (a
+    data error), so it holds no key and its payload is not stored. A repeat, or a row
+    written meanwhile, leaves the row as it is and returns it."""
+    async with pool.acquire() as conn:
+        inserted = await conn.fetchval(
+            "INSERT INTO task_instances (id, run_id, task_type, index, status, last_error)"
+            " VALUES ($1, $2, $3, $4, 'failed', $5) ON CONFLICT (id) DO NOTHING RETURNING true",
+            task_id,
+            uuid.UUID(run_id),
+            spec.task_type,
+            spec.index,
+            error_text(error),
         )
         row = await _current(conn, task_id)
         assert row is not None
@@ -269,9 +350,11 @@ async def _advance(
     count reaches ``run_tasks`` the run is marked succeeded too (``run_finished``), so
     RunActivityWorkflow needs no finish step (None: only counted)."""
     if status == TaskStatus.SUCCEEDED:
-        row = await conn.fetchrow(_SUCCEED, task_id, status, error, ALLOWED_FROM[status], run_tasks)
+        row = await conn.fetchrow(
+            _SUCCEED, task_id, status, error_text(error), ALLOWED_FROM[status], run_tasks
+        )
     else:
-        row = await conn.fetchrow(_OTHER, task_id, status, error, ALLOWED_FROM[status])
+        row = await conn.fetchrow(_OTHER, task_id, status, error_text(error), ALLOWED_FROM[status])
     if row is None:
         return None
     return TaskRow(row["status"], row["changed"], row["duplicate_of"], row["run_finished"])
@@ -286,7 +369,7 @@ async def record_attempt(
         " last_error = COALESCE($3, last_error), updated_at = now() WHERE id = $1",
         task_id,
         attempt,
-        error,
+        error_text(error),
     )
 
 

@@ -15,7 +15,7 @@ with workflow.unsafe.imports_passed_through():
     from datetime import timedelta
 
     from temporalio.common import RetryPolicy
-    from temporalio.exceptions import ActivityError
+    from temporalio.exceptions import ActivityError, ApplicationError
 
     from schemas.approval_io import (
         APPROVAL_TASK_TYPE,
@@ -42,6 +42,11 @@ with workflow.unsafe.imports_passed_through():
     from workers.options import handler_options
     from workers.permits.scope import hold_permit
     from workers.steps import db_step, describe, local_step
+
+# Patch id of the failure path of a step refused for good (a data error): the task is
+# marked failed and the workflow completes. Remove the old branch (deprecate_patch) once
+# no run recorded before it is open.
+_STEP_REFUSED = "step-refused-fails-task"
 
 
 @workflow.defn(name="TaskInstanceWorkflow")
@@ -86,6 +91,19 @@ class TaskInstanceWorkflow(PausableTask):
         # the workflow task (a fixed worker then replays it), not the task.
         except (ActivityError, TaskFailed, TaskConfigError) as exc:
             error = describe(exc)
+            await self._state(inp, TaskStatus.FAILED, error)
+            return TaskInstanceResult(inp.task_id, TaskStatus.FAILED, error)
+        # A bookkeeping step refused for good: a PostgreSQL data error (workers.data_errors),
+        # e.g. a claim whose payload jsonb cannot hold. Such a step wrote nothing, so the
+        # task fails here, even under on_failure=pause (the claim precedes the handler a
+        # fix would run again, and holds no key); the "failed" step writes the task's row
+        # if the claim did not (``fail_unclaimed``). Histories from before this path (the
+        # error failed the workflow) replay without the patch and take that path again.
+        except ApplicationError as exc:
+            if not workflow.patched(_STEP_REFUSED):
+                raise
+            error = describe(exc)
+            workflow.logger.warning("task %s fails: a step was refused: %s", inp.task_id, error)
             await self._state(inp, TaskStatus.FAILED, error)
             return TaskInstanceResult(inp.task_id, TaskStatus.FAILED, error)
         if status == TaskStatus.SUCCEEDED and not self._finished:  # a short handler's step may have

@@ -24,6 +24,7 @@ from pipeline import kafka
 from pipeline.clients import db_pool, temporal_client
 from pipeline.runtime import BindError, Shutdown, serve_http
 from pipeline.settings import Settings
+from workers.data_errors import DataErrorInterceptor
 from workers.handlers import Registry, Resources, load_registry
 from workers.parts import PartDeps, PartFactory, WorkerPart, core_part
 from workers.sandbox import workflow_runner
@@ -50,12 +51,18 @@ def sdk_runtime(settings: Settings, port: int) -> Runtime | None:
 def build_worker(
     client: Client, settings: Settings, worker_cfg: WorkerSettings, parts: Sequence[WorkerPart]
 ) -> Worker:
-    """One Temporal worker registering every workflow and activity of ``parts``."""
+    """One Temporal worker registering every workflow and activity of ``parts``.
+
+    Every activity runs behind :class:`~workers.data_errors.DataErrorInterceptor`: a
+    PostgreSQL data error (SQLSTATE classes 22, 54, and 23 but for a passing conflict)
+    fails it without retry, instead of a bookkeeping step retrying it for ever.
+    """
     return Worker(
         client,
         task_queue=settings.temporal.task_queue,
         workflows=[wf for part in parts for wf in part.workflows],
         activities=[act for part in parts for act in part.activities],
+        interceptors=[DataErrorInterceptor()],
         workflow_runner=workflow_runner(
             *(m for part in parts for m in part.passthrough),
             direct_contexts=worker_cfg.sandbox_direct_contexts,
