@@ -34,7 +34,6 @@ from enum import IntEnum
 from aiokafka.errors import (
     InvalidTimestampError,
     InvalidTopicError,
-    KafkaError,
     MessageSizeTooLargeError,
     RecordListTooLargeError,
     RecordTooLargeError,
@@ -44,6 +43,7 @@ from aiokafka.errors import (
 from pipeline.kafka import H_VALUE_OMITTED
 from pipeline.metrics import DLQ_MESSAGES, start_at_zero
 from relay.outbox import Position, Row
+from schemas.errors import IngestError
 
 COMPONENT = "relay"  # dlq_component, and the component label of the DLQ counter
 
@@ -101,7 +101,7 @@ class Stage(IntEnum):
     DLQ_BARE = 4  # its DLQ record without value, key or the row's headers
 
 
-class Unpublishable(KafkaError):
+class Unpublishable(IngestError):
     """Even the barest DLQ record of a row was refused: the DLQ topic itself is wrong
     (missing rights, a tiny ``max.message.bytes``). Ends the term, as any error does."""
 

@@ -10,7 +10,8 @@ permanent one by ``retriable``, as aiokafka's ``KafkaError`` does:
   missing), ``clients.Unreachable`` (retriable), ``kafka.UndecodableBatch`` (a
   record batch no codec here decodes), ``stack.procs.StackError``,
   ``starter.StartRejected``, ``starter.ShutdownRequested``.
-* relay: ``progress.ProgressError`` (an unreadable progress record).
+* relay: ``progress.ProgressError`` (an unreadable progress record),
+  ``refusals.Unpublishable`` (the DLQ refused even a bare record).
 * ingress: ``stamping.StampError``, ``delivery.FatalProduceError``,
   ``delivery.DrainTimeout`` (retriable).
 * replay: ``session.ReplayError``.
