@@ -15,8 +15,9 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from schemas.definitions import ActivityFile
+from schemas.definitions import ActivityDef, ActivityFile
 from schemas.errors import IngestError
+from schemas.flow import BLOB_LIMIT, TASK_OVERHEAD_BYTES, json_bytes, run_bytes
 
 _TAGS = {"cron", "event"}
 
@@ -83,6 +84,45 @@ def check_task_types(parsed: ActivityFile, known: Collection[str]) -> None:
         for i, act in enumerate(parsed.activities)
         for j, task in enumerate(act.tasks)
         if task.type not in known
+    ]
+    if problems:
+        raise FileError(problems)
+
+
+def run_size_problem(act: ActivityDef, max_event_bytes: int) -> str | None:
+    """Why a run of ``act`` cannot carry an event of ``max_event_bytes``, or None.
+
+    A run's plan (one Temporal payload, at most ``schemas.flow.BLOB_LIMIT``) holds the
+    event once per task, with the task's own payload and config; a plan over the limit
+    is never refused once, the run stays ``running`` for ever. Counted as ASCII JSON:
+    an event whose text is mostly non-ASCII is up to 3 times larger in Temporal's JSON
+    (``schemas.flow.json_bytes``), which no check on INGEST_MAX_EVENT_BYTES can bound.
+    A cron activity carries no event.
+    """
+    if act.trigger.type != "event" or not act.tasks:
+        return None
+    tasks = sum(t.count for t in act.tasks)
+    own = sum(t.count * json_bytes({"payload": t.payload, "config": t.config}) for t in act.tasks)
+    total = run_bytes(tasks, max_event_bytes, own)
+    if total <= BLOB_LIMIT:
+        return None
+    fits = BLOB_LIMIT // (max_event_bytes + TASK_OVERHEAD_BYTES)
+    most = max((BLOB_LIMIT - own) // tasks - TASK_OVERHEAD_BYTES, 0)
+    return (
+        f"{tasks} tasks each carry the event: {tasks} x {max_event_bytes} bytes"
+        f" (INGEST_MAX_EVENT_BYTES) make a {total}-byte plan, over Temporal's"
+        f" {BLOB_LIMIT}-byte payload limit; use at most {fits} tasks, or"
+        f" INGEST_MAX_EVENT_BYTES <= {most}"
+    )
+
+
+def check_run_sizes(parsed: ActivityFile, max_event_bytes: int) -> None:
+    """Raise :class:`FileError` naming each event activity whose run cannot carry an
+    event of ``max_event_bytes`` (:func:`run_size_problem`), one line each."""
+    problems = [
+        f"activities[{i}].tasks: {problem}"
+        for i, act in enumerate(parsed.activities)
+        if (problem := run_size_problem(act, max_event_bytes)) is not None
     ]
     if problems:
         raise FileError(problems)

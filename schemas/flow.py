@@ -11,6 +11,7 @@ non-scalar key is an error on the event (:class:`FlowKeyMissing`, DLQ reason
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Annotated, Any, Literal
 
@@ -83,11 +84,62 @@ class RateLimitDef(_Strict):
     key: KeyPath | None = None
 
 
+# --- Bytes: what a window's run carries through Temporal (issue 34) -------------------
+#
+# Temporal refuses a payload over 2 MiB (the server's ``limit.blobSize.error``; the SDK
+# checks the same limit on what a worker records, TMPRL1103). A window's run carries its
+# events in its input, and its plan (one local-activity marker) carries them once per
+# task: every task's payload has ``events`` (a batch) or ``event`` (a debounce, the last
+# one). A plan over the limit is not refused once: the worker fails the workflow task
+# every 10 s for ever, and the run stays ``running`` (measured on the dev server: 2 tasks
+# x a 1,000,000-byte event ran, a 2,001,390-byte marker; 3 tasks x 700,000 bytes, a
+# 2,101,915-byte marker, never did).
+#
+# Bytes are counted as Temporal's JSON counts them (:func:`json_bytes`): compact, with
+# every non-ASCII character escaped (``\uXXXX``), so text in Cyrillic is 3 times its
+# UTF-8 size there and CJK text twice.
+BLOB_LIMIT = 2 * 1024 * 1024
+# What a task's spec holds besides the events and the definition's own payload and
+# config (the trigger fields, the window, the dataclass around them): about 600 bytes
+# measured on the plans above.
+TASK_OVERHEAD_BYTES = 1024
+# A batch closes before its members' bytes pass this, divided by the activity's task
+# count (each task carries the batch): 1.5 MB for one task, well below BLOB_LIMIT.
+WINDOW_MAX_BYTES = 1_500_000
+
+
+def json_bytes(value: Any) -> int:
+    """The length of ``value`` in the JSON the Temporal SDK sends (compact, ASCII)."""
+    return len(json.dumps(value, separators=(",", ":")))
+
+
+def run_bytes(tasks: int, carried: int, own: int = 0) -> int:
+    """The largest payload of a run of ``tasks`` tasks (its plan) when each task carries
+    ``carried`` bytes of events: :data:`TASK_OVERHEAD_BYTES` per task, plus ``own``, the
+    bytes of the definitions' own payloads and configs (all tasks together)."""
+    return max(tasks, 1) * (carried + TASK_OVERHEAD_BYTES) + own
+
+
+def run_fits(tasks: int, carried: int, own: int = 0) -> bool:
+    """Can Temporal carry such a run (:func:`run_bytes` within :data:`BLOB_LIMIT`)?"""
+    return run_bytes(tasks, carried, own) <= BLOB_LIMIT
+
+
+def batch_budget(max_bytes: int | None, tasks: int, own: int = 0) -> int:
+    """The bytes of events a batch of an activity of ``tasks`` tasks may hold: its
+    ``max_bytes`` (default :data:`WINDOW_MAX_BYTES`), at most WINDOW_MAX_BYTES / tasks,
+    and never more than a run can carry (:func:`run_fits`); 0 when not even that."""
+    n = max(tasks, 1)
+    share = min(WINDOW_MAX_BYTES // n, (BLOB_LIMIT - own) // n - TASK_OVERHEAD_BYTES)
+    return max(min(max_bytes, share) if max_bytes is not None else share, 0)
+
+
 class DebounceDef(_Strict):
     """One run, with the last event, once ``period`` passed with no new event for the key.
 
     ``max_wait`` caps how long the first event of a window can be pushed back, so a
-    steady stream still runs every ``max_wait``.
+    steady stream still runs every ``max_wait``. A debounce window never closes by
+    bytes: its run carries one event, the last, however many the window absorbed.
     """
 
     period: Period
@@ -102,11 +154,22 @@ class DebounceDef(_Strict):
 
 
 class BatchDef(_Strict):
-    """One run per batch of up to ``max_size`` events: full, or ``timeout`` after its first."""
+    """One run per batch of up to ``max_size`` events: full, or ``timeout`` after its first.
+
+    A batch also closes before the next event would take its events over ``max_bytes``
+    (:func:`batch_budget`: default and ceiling ``WINDOW_MAX_BYTES`` divided by the task
+    count), so its run fits Temporal's payload limit (``closed_by: bytes``).
+    """
 
     max_size: int = Field(ge=1, le=1000)
     timeout: Period
     key: KeyPath | None = None
+    max_bytes: int | None = Field(
+        None,
+        ge=1000,
+        le=WINDOW_MAX_BYTES,
+        description="close a batch before its events' bytes (Temporal's JSON) pass this",
+    )
 
 
 class PriorityDef(_Strict):

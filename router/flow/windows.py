@@ -7,7 +7,10 @@ the place of the start (``router.routing.Routing._start_all`` calls :meth:`Windo
    event)) in the open window of its (activity, key), in one transaction per key that
    holds an advisory lock on the key (the worker closing a window takes the same lock),
    so an event lands in exactly one window and a closing window's members are final.
-   A batch reaching ``max_size`` is closed right there, by count. An event found in
+   A batch reaching ``max_size`` is closed right there, by count; one whose events'
+   bytes would pass its budget with the next event is closed before it, by bytes
+   (``schemas.flow.batch_budget``: Temporal refuses a payload over 2 MiB, and every
+   task of the run carries the batch). An event found in
    ``flow_members`` already (a Kafka redelivery, ``ingest replay``) is absorbed: it
    opens no window and joins no batch.
 2. **Signal.** One signal-with-start to the key's window workflow
@@ -49,7 +52,7 @@ from pipeline.retry import backoff
 from pipeline.starter import ShutdownRequested, StartRejected, outage
 from router.catalog import ActivityCatalog
 from schemas import ids
-from schemas.flow import BatchDef, DebounceDef, key_value
+from schemas.flow import BatchDef, DebounceDef, batch_budget, json_bytes, key_value
 from schemas.workflow_io import (
     FLOW_WINDOW_SIGNAL,
     FLOW_WINDOW_WORKFLOW,
@@ -71,6 +74,21 @@ ABSORBED = "absorbed"  # already a member (redelivery, replay): nothing new
 
 # Per key, at most one signal per this many seconds (Temporal: ~5/s per workflow).
 SIGNAL_INTERVAL = 0.2
+
+# Why a window closed (flow_windows.closed_by) when the router closes it.
+CLOSED_FULL = "full"  # a batch reached max_size
+CLOSED_BYTES = "bytes"  # a batch's events reached its byte budget
+
+# How many tasks a run of the activity plans (each carries the batch: the sum of the
+# definitions' ``count``), and the bytes of their own payloads and configs (as PostgreSQL
+# renders them, a little over the JSON Temporal is sent). The worker's close_window
+# reads the same.
+TASKS_SQL = (
+    "SELECT coalesce(sum(coalesce((t->>'count')::int, 1)), 1)::int AS tasks,"
+    " coalesce(sum(coalesce((t->>'count')::int, 1) * (octet_length(coalesce(t->'payload',"
+    " '{}')::text) + octet_length(coalesce(t->'config', '{}')::text))), 0)::bigint AS own"
+    " FROM activities a CROSS JOIN LATERAL jsonb_array_elements(a.tasks) t WHERE a.id = $1"
+)
 
 
 def window_control(
@@ -128,14 +146,24 @@ async def assign(
 
     Returns each item's outcome (:data:`ASSIGNED` or :data:`ABSORBED`) and the notes
     for the window workflow (empty when every item was absorbed into started windows).
+
+    A batch closes by count (``max_size``) or by bytes: before an event that would take
+    its events past :func:`schemas.flow.batch_budget` joins it (that event opens the
+    next batch), or as soon as they reach it (a single event over the budget is a batch
+    of its own, which the worker then dead-letters if no run can carry it).
     """
     aid = uuid.UUID(activity_id)
     max_size = control.max_size if isinstance(control, BatchDef) else None
+    sizes = [json_bytes(i.event) for i in items]  # outside the lock
     async with pool.acquire() as conn, conn.transaction():
         await conn.execute(
             "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))",
             ids.window_lock_name(activity_id, key),
         )
+        budget: int | None = None
+        if isinstance(control, BatchDef):
+            plan = await conn.fetchrow(TASKS_SQL, aid)
+            budget = batch_budget(control.max_bytes, plan["tasks"], plan["own"])
         known = {
             r["event_id"]: (r["window_id"], r["state"])
             for r in await conn.fetch(
@@ -147,23 +175,44 @@ async def assign(
             )
         }
         row = await conn.fetchrow(
-            "SELECT id, size FROM flow_windows"
+            "SELECT id, size, bytes FROM flow_windows"
             " WHERE activity_id = $1 AND key = $2 AND kind = $3 AND state = 'open'",
             aid,
             key,
             kind,
         )
-        window: list[int] | None = [row["id"], row["size"]] if row else None
+        # [id, size, bytes] of the open window
+        window: list[int] | None = [row["id"], row["size"], row["bytes"]] if row else None
         outcomes: list[str] = []
-        touched: dict[int, list[int]] = {}  # window id -> [new events, size, closed]
+        # window id -> [new events, size, closed, bytes]
+        touched: dict[int, list[int]] = {}
         members: list[tuple[Any, ...]] = []
-        for item in items:
+
+        async def close(w: list[int], why: str) -> None:
+            note = touched.setdefault(w[0], [0, w[1], 0, w[2]])
+            note[2] = 1  # closed here, before the next window opens
+            await conn.execute(
+                "UPDATE flow_windows SET state = 'closed', closed_by = $2, closed_at = now()"
+                " WHERE id = $1",
+                w[0],
+                why,
+            )
+
+        for item, nbytes in zip(items, sizes, strict=True):
             if item.event_id in known:
                 wid, state = known[item.event_id]
                 outcomes.append(ABSORBED)
-                if state != "started" and wid not in touched:
-                    touched[wid] = [0, -1, int(state == "closed")]
+                if state in ("open", "closed") and wid not in touched:
+                    touched[wid] = [0, -1, int(state == "closed"), -1]
                 continue
+            if (
+                window is not None
+                and budget is not None
+                and window[1] > 0
+                and window[2] + nbytes > budget
+            ):
+                await close(window, CLOSED_BYTES)  # this event would take it over
+                window = None
             if window is None:
                 wid = await conn.fetchval(
                     "INSERT INTO flow_windows (activity_id, kind, key) VALUES ($1, $2, $3)"
@@ -172,25 +221,25 @@ async def assign(
                     kind,
                     key,
                 )
-                window = [wid, 0]
+                window = [wid, 0, 0]
             window[1] += 1
-            wid, size = window
+            window[2] += nbytes
+            wid, size, total = window
             known[item.event_id] = (wid, "open")
-            note = touched.setdefault(wid, [0, size, 0])
+            note = touched.setdefault(wid, [0, size, 0, total])
             note[0] += 1
             note[1] = size
+            note[3] = total
             members.append(
                 (aid, item.event_id, wid, size, orjson.dumps(item.event).decode(),
                  item.topic, item.partition, item.offset)
             )  # fmt: skip
             outcomes.append(ASSIGNED)
             if max_size is not None and size >= max_size:
-                note[2] = 1  # full: closed by count, here, before the next window opens
-                await conn.execute(
-                    "UPDATE flow_windows SET state = 'closed', closed_by = 'full',"
-                    " closed_at = now() WHERE id = $1",
-                    wid,
-                )
+                await close(window, CLOSED_FULL)
+                window = None
+            elif budget is not None and total >= budget:
+                await close(window, CLOSED_BYTES)
                 window = None
         if members:
             await conn.execute(
@@ -200,10 +249,11 @@ async def assign(
                 " $5::jsonb[], $6::text[], $7::int[], $8::bigint[])",
                 *[list(c) for c in zip(*members, strict=True)],
             )
-            grown = [(w, n[1]) for w, n in touched.items() if n[0]]
+            grown = [(w, n[1], n[3]) for w, n in touched.items() if n[0]]
             await conn.execute(
-                "UPDATE flow_windows w SET size = u.size, last_event_at = now()"
-                " FROM unnest($1::bigint[], $2::int[]) AS u(id, size) WHERE w.id = u.id",
+                "UPDATE flow_windows w SET size = u.size, bytes = u.bytes, last_event_at = now()"
+                " FROM unnest($1::bigint[], $2::int[], $3::bigint[]) AS u(id, size, bytes)"
+                " WHERE w.id = u.id",
                 *[list(c) for c in zip(*grown, strict=True)],
             )
     notes = [_note(kind, control, w, n[0], bool(n[2])) for w, n in touched.items()]
@@ -361,11 +411,12 @@ class WindowRow:
 
 async def open_windows(pool: Any, activity_id: str | None = None) -> list[WindowRow]:
     """Every debounce window and batch whose run has not started yet (per activity, key);
-    ``pool``: a pool or a connection."""
+    ``pool``: a pool or a connection. A dead-lettered window is not listed: its events
+    are in the DLQ (``pipeline_dlq_messages_total{component="worker"}``)."""
     rows = await pool.fetch(
         "SELECT activity_id::text AS activity_id, kind, key, id, state, size, opened_at,"
         " last_event_at FROM flow_windows"
-        " WHERE state <> 'started' AND ($1::uuid IS NULL OR activity_id = $1::uuid)"
+        " WHERE state IN ('open', 'closed') AND ($1::uuid IS NULL OR activity_id = $1::uuid)"
         " ORDER BY activity_id, key, id",
         uuid.UUID(activity_id) if activity_id else None,
     )
@@ -388,10 +439,12 @@ async def listing_source(conn: Any, activity_id: str | None = None) -> list[dict
 
 
 async def prune(pool: asyncpg.Pool, retention_days: float) -> int:
-    """Delete started windows (and their members) older than the ledger retention."""
+    """Delete started and dead-lettered windows (and their members) older than the
+    ledger retention."""
     return await db.prune_older_than(
         pool,
-        "DELETE FROM flow_windows WHERE state = 'started'"
-        " AND started_at < now() - make_interval(secs => $1)",
+        "DELETE FROM flow_windows WHERE (state = 'started'"
+        " AND started_at < now() - make_interval(secs => $1)) OR (state = 'dead_lettered'"
+        " AND dead_lettered_at < now() - make_interval(secs => $1))",
         retention_days,
     )

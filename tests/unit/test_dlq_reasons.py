@@ -12,6 +12,7 @@ from pathlib import Path
 from ingress.service import DLQ_REASONS as INGRESS
 from relay.refusals import DLQ_REASONS as RELAY
 from router.service import DLQ_REASONS as ROUTER
+from workers.flow_window.dead_letters import DLQ_REASONS as WINDOWS
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "message-formats.md"
 
@@ -22,12 +23,12 @@ def _documented() -> set[str]:
 
 
 def test_every_dlq_reason_has_a_row_in_the_table():
-    reasons = set(INGRESS) | set(ROUTER) | set(RELAY)
+    reasons = set(INGRESS) | set(ROUTER) | set(RELAY) | set(WINDOWS)
     assert {"bad_id", "nul_character", "bad_flow_key", "route_failed"} <= reasons
     missing = reasons - _documented()
     assert not missing, f"DLQ reasons without a row in {DOC.name}: {sorted(missing)}"
 
 
 def test_the_table_names_no_reason_the_code_lacks():
-    stale = _documented() - set(INGRESS) - set(ROUTER) - set(RELAY)
+    stale = _documented() - set(INGRESS) - set(ROUTER) - set(RELAY) - set(WINDOWS)
     assert not stale, f"rows in {DOC.name} for reasons no component writes: {sorted(stale)}"
