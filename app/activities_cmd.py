@@ -49,6 +49,24 @@ def _known_task_types(handlers: str | None) -> list[str]:
     return known_task_types(load_worker_settings(task_handlers=handlers).task_handlers)
 
 
+def _warn_run_sizes(file: str, parsed: ActivityFile) -> None:
+    """A warning per event activity whose run cannot carry an event of the largest size
+    ingress forwards (``INGEST_MAX_EVENT_BYTES``): such events are dead-lettered
+    ``run_too_large`` by the router, the smaller ones run. A warning, not a refusal: at
+    the default 1 MB limit every activity of 3 tasks or more would be refused."""
+    from definitions import files
+    from router.settings import load_router_settings
+
+    limit = load_router_settings().max_event_bytes
+    for i, act in enumerate(parsed.activities):
+        if (problem := files.run_size_problem(act, limit)) is not None:
+            print(
+                f"{file}: warning: activities[{i}].tasks: {problem}; larger events go to the"
+                " DLQ as run_too_large",
+                file=sys.stderr,
+            )
+
+
 def _apply(args: argparse.Namespace) -> int:
     from definitions import files, store
     from scheduler.cli import sync_and_print
@@ -60,6 +78,7 @@ def _apply(args: argparse.Namespace) -> int:
         for problem in exc.problems:
             print(f"{args.file}: {problem}", file=sys.stderr)
         return 2
+    _warn_run_sizes(args.file, parsed)
 
     async def work(cfg: settings.Settings, pool: asyncpg.Pool) -> int:
         if (code := await _apply_permits(pool, parsed, args.file)) != 0:

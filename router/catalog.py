@@ -15,7 +15,7 @@ import asyncpg
 import orjson
 from pydantic import ValidationError
 
-from schemas.flow import FlowDef
+from schemas.flow import NO_TASKS, FlowDef, RunShape, run_shape
 
 log = logging.getLogger(__name__)
 
@@ -26,24 +26,29 @@ class ActivityCatalog:
         self.refresh_seconds = refresh_seconds
         self._by_type: dict[str, tuple[str, ...]] = {}
         self._flows: dict[str, FlowDef] = {}
+        self._shapes: dict[str, RunShape] = {}
         self.loaded_at: float | None = None
         self._task: asyncio.Task[None] | None = None
 
     async def refresh(self) -> None:
         rows = await self.pool.fetch(
-            "SELECT id::text AS id, trigger->>'event_type' AS event_type, flow FROM activities"
+            "SELECT id::text AS id, trigger->>'event_type' AS event_type, flow, tasks"
+            " FROM activities"
             " WHERE enabled AND trigger->>'type' = 'event' ORDER BY id"
         )
         by_type: dict[str, list[str]] = {}
         flows: dict[str, FlowDef] = {}
+        shapes: dict[str, RunShape] = {}
         for r in rows:
             by_type.setdefault(r["event_type"], []).append(r["id"])
+            shapes[r["id"]] = run_shape(orjson.loads(r["tasks"]) if r["tasks"] else [])
             if r["flow"] is not None:
                 # Validated by ``activities apply``; a row that no longer parses fails
                 # the refresh (the last good snapshot stays), never runs unpaced.
                 flows[r["id"]] = FlowDef.model_validate(orjson.loads(r["flow"]))
         self._by_type = {k: tuple(v) for k, v in by_type.items()}
         self._flows = flows
+        self._shapes = shapes
         self.loaded_at = time.monotonic()
 
     def subscribers(self, event_type: str) -> tuple[str, ...]:
@@ -52,6 +57,10 @@ class ActivityCatalog:
     def flow(self, activity_id: str) -> FlowDef | None:
         """The activity's flow block, or None when its runs are not paced."""
         return self._flows.get(activity_id)
+
+    def shape(self, activity_id: str) -> RunShape:
+        """How many tasks a run of the activity plans, and their own bytes."""
+        return self._shapes.get(activity_id, NO_TASKS)
 
     async def start(self) -> None:
         await self.refresh()

@@ -27,10 +27,11 @@ from router.catalog import ActivityCatalog
 from router.flow.gate import START, FlowGate
 from router.flow.keys import FlowKeys, read_keys
 from router.flow.store import FlowStore
-from router.flow.windows import ASSIGNED, Windows
+from router.flow.windows import ASSIGNED, Windows, window_control
 from router.ledger import Ledger, LedgerEntry
 from router.settings import RouterSettings
 from schemas import envelope
+from schemas.flow import event_run_problem
 from schemas.workflow_io import RunActivityInput
 
 log = logging.getLogger(__name__)
@@ -39,6 +40,10 @@ log = logging.getLogger(__name__)
 # (PostgreSQL refused a value, a bug): the error's class and text go in dlq_detail. Only
 # transient errors (connection, unavailable, deadlock, serialization) are retried.
 R_ROUTE_FAILED = "route_failed"
+# DLQ reason of an event too large for a subscriber's run: each of the activity's tasks
+# carries the event, and the run's plan would pass Temporal's 2 MB payload limit (a run
+# that would stay running for ever). The activities whose runs fit still start.
+R_RUN_TOO_LARGE = "run_too_large"
 
 
 @dataclass
@@ -67,6 +72,8 @@ class Plan:
     dlq_detail: str = ""
     # The flow keys of each run whose activity has a flow block, by workflow id.
     flows: dict[str, FlowKeys] = field(default_factory=dict)
+    # Subscribers whose run could not carry the event (R_RUN_TOO_LARGE), and why.
+    too_large: list[str] = field(default_factory=list)
 
 
 class RoutePlanner:
@@ -96,20 +103,28 @@ class RoutePlanner:
         event = env.to_dict()
         runs = []
         flows: dict[str, FlowKeys] = {}
+        too_large: list[str] = []
         for activity_id in self.catalog.subscribers(env.type):
+            flow = self.catalog.flow(activity_id)
+            if window_control(flow) is None:  # a window's run is sized by the window
+                size = len(msg.value or b"")
+                problem = event_run_problem(self.catalog.shape(activity_id), event, size)
+                if problem is not None:
+                    too_large.append(f"activity {activity_id}: {problem}")
+                    continue
             try:
                 run = RunActivityInput.for_event(activity_id, env.event_id, event)
             except ValueError as exc:  # pragma: no cover - guarded above
                 return Plan(msg, dlq_reason=envelope.R_BAD_FIELD, dlq_detail=str(exc))
             runs.append(run)
-            if (flow := self.catalog.flow(activity_id)) is not None:
+            if flow is not None:
                 try:
                     flows[run.workflow_id] = read_keys(flow, event)
                 except envelope.EnvelopeError as exc:  # FlowKeyMissing: the whole message
                     return Plan(msg, dlq_reason=exc.reason, dlq_detail=exc.detail)
-        if not runs:
+        if not runs and not too_large:
             metrics.EVENTS_UNMATCHED.inc()  # no label from event data (convention 14)
-        return Plan(msg, runs=runs, flows=flows)
+        return Plan(msg, runs=runs, flows=flows, too_large=too_large)
 
 
 @dataclass(kw_only=True)
@@ -198,7 +213,10 @@ class Routing:
                     rejected = await self._start_all(msg, todo, plan.flows)
                     if rejected is not None:
                         await self._dead_letter(msg, rejected.reason, rejected.detail)
-                if not plan.runs:
+                        plan.too_large = []  # one DLQ record per message; a re-drive redoes both
+                if plan.too_large:
+                    await self._dead_letter(msg, R_RUN_TOO_LARGE, "; ".join(plan.too_large))
+                elif not plan.runs:
                     self.stats.unmatched += 1
         except (ShutdownRequested, asyncio.CancelledError):
             return  # not done: the offset stays uncommitted and is redelivered

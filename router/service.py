@@ -30,7 +30,7 @@ from pipeline.starter import R_START_REJECTED, START_ERROR_LABELS
 from router.budget import InFlightBytes
 from router.catalog import ActivityCatalog
 from router.flow import windows
-from router.routing import R_ROUTE_FAILED, Routing, build_routing
+from router.routing import R_ROUTE_FAILED, R_RUN_TOO_LARGE, Routing, build_routing
 from router.settings import RouterSettings
 from schemas import envelope, flow
 from schemas.workflow_io import TRIGGER_EVENT
@@ -42,6 +42,7 @@ log = logging.getLogger(__name__)
 DLQ_REASONS = metrics.declared(envelope, "R_") | {
     R_START_REJECTED,
     R_ROUTE_FAILED,
+    R_RUN_TOO_LARGE,
     flow.R_FLOW_KEY_MISSING,
     flow.R_BAD_FLOW_KEY,
 }

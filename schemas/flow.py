@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, NamedTuple
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
@@ -118,6 +118,47 @@ def run_bytes(tasks: int, carried: int, own: int = 0) -> int:
     ``carried`` bytes of events: :data:`TASK_OVERHEAD_BYTES` per task, plus ``own``, the
     bytes of the definitions' own payloads and configs (all tasks together)."""
     return max(tasks, 1) * (carried + TASK_OVERHEAD_BYTES) + own
+
+
+class RunShape(NamedTuple):
+    """What a run of an activity carries besides its event: ``tasks`` planned tasks (each
+    carrying the event) and ``own`` bytes of their definitions' payloads and configs."""
+
+    tasks: int
+    own: int
+
+
+NO_TASKS = RunShape(0, 0)
+
+
+def run_shape(tasks: list[dict[str, Any]]) -> RunShape:
+    """The :class:`RunShape` of an activity's stored ``tasks`` (``TaskDef`` documents)."""
+    n = own = 0
+    for t in tasks:
+        count = t.get("count", 1) if isinstance(t, dict) else 1
+        count = count if isinstance(count, int) and count > 0 else 1
+        n += count
+        own += count * json_bytes({"payload": t.get("payload"), "config": t.get("config")})
+    return RunShape(n, own)
+
+
+def event_run_problem(shape: RunShape, event: Any, size_hint: int) -> str | None:
+    """Why a run of ``shape`` cannot carry ``event`` under :data:`BLOB_LIMIT`, or None.
+
+    ``size_hint``: the event's bytes on the topic. Temporal's JSON of it is at most 3
+    times that (a non-ASCII character escaped), so the exact count (:func:`json_bytes`)
+    is only taken when even that bound does not fit.
+    """
+    if shape.tasks == 0 or run_fits(shape.tasks, 3 * size_hint, shape.own):
+        return None
+    carried = json_bytes(event)
+    if run_fits(shape.tasks, carried, shape.own):
+        return None
+    total = run_bytes(shape.tasks, carried, shape.own)
+    return (
+        f"{shape.tasks} tasks each carry the event ({carried} bytes in Temporal's JSON):"
+        f" a {total}-byte plan, over Temporal's {BLOB_LIMIT}-byte payload limit"
+    )
 
 
 def run_fits(tasks: int, carried: int, own: int = 0) -> bool:

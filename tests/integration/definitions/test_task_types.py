@@ -98,3 +98,29 @@ async def test_a_run_meeting_an_unknown_type_fails_with_one_log_line(cfg, tempor
     (line,) = [line for line in logs.splitlines() if "nopo" in line]
     assert "no handler for task type 'nopo'" in line
     assert "registered: emit, fail, noop, webhook" in line
+
+
+async def test_apply_warns_about_an_activity_whose_run_cannot_carry_the_largest_event(
+    cfg, db_pool, tmp_path
+):
+    """3 tasks each carrying a 1 MB event make a 3 MB plan, over Temporal's 2 MB payload
+    limit: applied (exit 0), with one warning that such events go to the DLQ."""
+    doc = {
+        "activities": [
+            {
+                "id": str(uuid.uuid4()),
+                "name": "three tasks",
+                "trigger": {"type": "event", "event_type": "t"},
+                "tasks": [{"type": "noop"}, {"type": "noop"}, {"type": "noop"}],
+            }
+        ]
+    }
+    path = tmp_path / "activities.json"
+    path.write_bytes(orjson.dumps(doc))
+    code, err = await _apply(cfg, path)
+    assert code == 0, err
+    (line,) = err.splitlines()
+    assert line.startswith(f"{path}: warning: activities[0].tasks: 3 tasks each carry the event")
+    assert line.endswith("larger events go to the DLQ as run_too_large")
+    code, err = await _apply(cfg, path, INGEST_MAX_EVENT_BYTES="600000")
+    assert (code, err) == (0, "")

@@ -106,3 +106,30 @@ async def test_a_dead_letter_the_dlq_refuses_for_size_goes_without_its_value(
     assert hd["dlq_reason"] == b"nul_character"
     assert (int(hd["dlq_source_partition"]), int(hd["dlq_source_offset"])) == coords[0]
     assert await exists(temporal, ids.event_workflow_id(aid, after))
+
+
+async def test_an_event_too_large_for_one_subscribers_run_still_runs_the_other(
+    cfg, temporal, db_pool
+):
+    """A 700 KB event: a 3-task activity's plan would be 2.1 MB (over Temporal's 2 MB blob
+    limit, a run that stays running for ever), a 1-task activity's fits. The first is
+    dead-lettered ``run_too_large``, the second starts."""
+    tag = uuid.uuid4().hex[:8]
+    etype = f"big.{tag}"
+    three = await db.seed_activity(db_pool, etype, tasks=[{"type": "noop"}] * 3)
+    one = await db.seed_activity(db_pool, etype)
+    eid = f"big-{tag}"
+    value = orjson.dumps({"event_id": eid, "type": etype, "data": {"blob": _random(700_000, 3)}})
+    (coords,) = await kafka.produce(
+        cfg.kafka.bootstrap_servers, cfg.kafka.events_topic, [(None, value, [])]
+    )
+    await route_until_committed(
+        cfg, RouterSettings(group=f"big-{tag}", commit_interval_ms=100), temporal, db_pool
+    )
+    (m,) = await kafka.read_all(cfg.kafka.bootstrap_servers, cfg.kafka.dlq_topic)
+    hd = dict(m.headers)
+    assert hd["dlq_reason"] == b"run_too_large" and m.value == value
+    assert three.encode() in hd["dlq_detail"] and one.encode() not in hd["dlq_detail"]
+    assert (int(hd["dlq_source_partition"]), int(hd["dlq_source_offset"])) == coords
+    assert await exists(temporal, ids.event_workflow_id(one, eid))
+    assert not await exists(temporal, ids.event_workflow_id(three, eid))

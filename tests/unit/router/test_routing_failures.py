@@ -17,7 +17,8 @@ from aiokafka.structs import ConsumerRecord
 
 from pipeline.starter import STARTED
 from router.budget import InFlightBytes, record_bytes
-from router.routing import R_ROUTE_FAILED, RoutePlanner, Routing
+from router.routing import R_ROUTE_FAILED, R_RUN_TOO_LARGE, RoutePlanner, Routing
+from schemas.flow import RunShape
 
 AID = "7d0c9f7e-2d0b-4a8e-9d1e-6f3c2b1a0d01"
 
@@ -28,6 +29,11 @@ class Catalog:
 
     def flow(self, activity_id: str) -> None:
         return None
+
+    def shape(self, activity_id: str) -> RunShape:
+        return RunShape(self.tasks, 0)
+
+    tasks = 1
 
 
 @dataclass
@@ -65,15 +71,17 @@ class Ledger:
         return set()
 
 
-def _msg(offset: int, eid: str) -> ConsumerRecord:
-    value = orjson.dumps({"event_id": eid, "type": "t", "data": {}})
+def _msg(offset: int, eid: str, data: object = None) -> ConsumerRecord:
+    value = orjson.dumps({"event_id": eid, "type": "t", "data": data or {}})
     return ConsumerRecord("ev", 0, offset, 0, 0, None, value, None, len(value), len(value), [])
 
 
-def _routing(starter: Starter, ledger: Any, done: list[int]) -> tuple[Routing, Producer]:
+def _routing(
+    starter: Starter, ledger: Any, done: list[int], catalog: Any = None
+) -> tuple[Routing, Producer]:
     producer = Producer()
     routing = Routing(
-        planner=RoutePlanner(Catalog(), 1_000_000),  # type: ignore[arg-type]
+        planner=RoutePlanner(catalog or Catalog(), 1_000_000),  # type: ignore[arg-type]
         starter=starter,  # type: ignore[arg-type]
         producer=producer,  # type: ignore[arg-type]
         dlq_topic="dlq",
@@ -128,3 +136,22 @@ async def test_in_flight_bytes_are_held_until_each_task_ends():
     await asyncio.gather(*tasks, return_exceptions=True)
     await asyncio.sleep(0)
     assert budget.used == 0 and not budget.full
+
+
+async def test_an_event_too_large_for_the_runs_plan_is_dead_lettered_not_started():
+    """3 tasks each carrying a 700 KB event: a 2.1 MB plan, which Temporal refuses and the
+    run would stay running for ever (measured: tests/integration/flow/test_run_sizes.py)."""
+    catalog = Catalog()
+    catalog.tasks = 3
+    done: list[int] = []
+    routing, producer = _routing(Starter(), None, done, catalog)
+    big, small = {"blob": "x" * 700_000}, {"blob": "x" * 600_000}
+    tasks = await routing.submit([_msg(0, "big", big), _msg(1, "small", small)])
+    await asyncio.gather(*tasks)
+    assert sorted(done) == [0, 1]
+    ((_, _, headers),) = producer.sent
+    assert headers["dlq_reason"] == R_RUN_TOO_LARGE.encode()
+    assert headers["dlq_source_offset"] == b"0"
+    assert b"3 tasks each carry the event" in headers["dlq_detail"]
+    assert routing.starter.started == ["small"]  # type: ignore[attr-defined]
+    assert routing.stats.unmatched == 0
