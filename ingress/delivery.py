@@ -27,7 +27,14 @@ from typing import Any
 from aiokafka import AIOKafkaProducer
 
 from ingress.records import Outgoing, to_dlq
-from pipeline.kafka import H_VALUE_OMITTED, is_retriable, is_too_large, key_partition
+from pipeline.kafka import (
+    DLQ_PREFIX,
+    H_HEADERS_OMITTED,
+    H_VALUE_OMITTED,
+    is_retriable,
+    is_too_large,
+    key_partition,
+)
 from pipeline.retry import BACKOFF_INITIAL, BACKOFF_MAX, backoff
 from schemas.envelope import R_TOO_LARGE
 from schemas.errors import IngestError
@@ -114,7 +121,14 @@ async def _send_round(
     singles = list(singles)
     for rec in records:
         key, value = rec.key, rec.value
-        if key is None or len(value or b"") > largest:
+        if (
+            key is None
+            or len(value or b"") > largest
+            or len(key) + _header_bytes(rec) > BATCH_RECORD_MAX
+        ):
+            # Large records go alone: a batch the broker refuses for its size costs the
+            # idempotent producer its sequence numbers, while send() checks a single
+            # record's size against max_request_size before it is numbered.
             singles.append(rec)
             continue
         n = counts.get(rec.topic)
@@ -148,17 +162,46 @@ async def _send_round(
     return out
 
 
-def _too_large_fallback(rec: Outgoing, exc: BaseException, dlq_topic: str) -> Outgoing:
+def _header_bytes(rec: Outgoing) -> int:
+    return sum(len(k) + len(v or b"") for k, v in rec.headers) if rec.headers else 0
+
+
+# What a record may carry above INGEST_MAX_EVENT_BYTES of value: its key and headers. The
+# broker's default message.max.bytes (1,048,588) holds a 1,000,000-byte value with this
+# much room and the batch's own overhead; a topic must accept max_event_bytes + this.
+RECORD_SLACK = 32 * 1024
+
+
+def record_bytes(rec: Outgoing) -> int:
+    return len(rec.value or b"") + len(rec.key or b"") + _header_bytes(rec)
+
+
+def _fit(rec: Outgoing, record_max: int, dlq_topic: str) -> Outgoing:
+    """``rec``, or its smaller forms until it is at most ``record_max`` bytes."""
+    while (size := record_bytes(rec)) > record_max:
+        rec = _too_large_fallback(rec, f"{size} bytes, over {record_max}", dlq_topic)
+    return rec
+
+
+def _too_large_fallback(rec: Outgoing, exc: BaseException | str, dlq_topic: str) -> Outgoing:
+    """The next, smaller form of a record Kafka refused for its size: a stamped event
+    becomes its DLQ record; a DLQ record loses its value; then the producer's own headers
+    and key too (``dlq_headers_omitted``: a raw record of huge headers and a small value),
+    keeping only the dlq_* headers that say where the original lives, and its
+    coordinates ``topic/partition@offset`` as the key."""
+    where = f"{rec.source.topic}/{rec.source.partition}@{rec.source.offset}"
     if rec.reason is None:
         return to_dlq(rec.source, dlq_topic, R_TOO_LARGE, f"stamped event rejected by Kafka: {exc}")
     if rec.value is not None:
-        log.error(
-            "DLQ record for %s/%d@%d too large for Kafka; sending it without its value",
-            rec.source.topic,
-            rec.source.partition,
-            rec.source.offset,
-        )
+        log.error("DLQ record for %s too large for Kafka; sending it without its value", where)
         return rec._replace(value=None, headers=[*rec.headers, (H_VALUE_OMITTED, b"1")])
+    if any(not k.startswith(DLQ_PREFIX) for k, _ in rec.headers) or (
+        rec.key is not None and rec.key != where.encode()
+    ):
+        log.error("DLQ record for %s still too large; sending only its dlq_* headers", where)
+        ours = [(k, v) for k, v in rec.headers if k.startswith(DLQ_PREFIX)]
+        # Kafka needs a key or a value: the coordinates, which the headers repeat.
+        return rec._replace(key=where.encode(), headers=[*ours, (H_HEADERS_OMITTED, b"1")])
     raise FatalProduceError(f"DLQ record rejected even without its value: {exc!r}")
 
 
@@ -173,8 +216,15 @@ async def deliver(
     backoff_min: float = BACKOFF_INITIAL,
     backoff_max: float = BACKOFF_MAX,
     batch_record_max: int = BATCH_RECORD_MAX,
+    record_max: int | None = None,
 ) -> None:
     """Return once every record (or its DLQ replacement) is acknowledged.
+
+    ``record_max``: the bytes (key, value, headers) a record may have when it leaves;
+    a larger one is shrunk before it is sent (:func:`_too_large_fallback`, as often as
+    needed), never refused by the broker: a broker's size refusal costs the idempotent
+    producer its sequence numbers on that partition, and the next send there fails with
+    OutOfOrderSequenceNumber (the fuzzer's records of about 1 MB of headers did that).
 
     ``on_acked`` is called with each acknowledged group of records (a batch, or
     one record). ``give_up`` is polled before each retry; when it says so
@@ -182,7 +232,9 @@ async def deliver(
     commits only what was acknowledged. Records larger than ``batch_record_max``
     bytes are sent one by one.
     """
-    pending: list[Outgoing] = records
+    pending: list[Outgoing] = (
+        records if record_max is None else [_fit(r, record_max, dlq_topic) for r in records]
+    )
     singles: list[Outgoing] = []
     delays = backoff(backoff_min, backoff_max)
     delay = next(delays)

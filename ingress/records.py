@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from aiokafka.structs import ConsumerRecord
 
 from ingress.stamping import EXISTING, StampError, Strategy, coordinates_deriver, stamp
-from pipeline.kafka import dlq_headers
+from pipeline.kafka import DLQ_PREFIX, dlq_headers
 from schemas.envelope import (
     NOT_PLAIN,
     EnvelopeError,
@@ -64,6 +64,7 @@ class Outgoing(NamedTuple):
 
 
 _OURS = (H_STAMP, H_SOURCE)
+_RESERVED = DLQ_PREFIX  # dlq_* headers are the DLQ's own: a producer's never pass on
 _new_tuple = tuple.__new__
 # Larger bodies always take the full parse: the plain path's bracket count and the
 # forwarded bytes (which may keep whitespace the full path would drop) stay small.
@@ -157,7 +158,11 @@ def transform_all(
                     raise too_large(len(value), max_bytes, "stamped")
             else:
                 label, label_bytes = EXISTING, existing_label_bytes
-            headers = [(k, v) for k, v in hdrs if k not in _OURS] if hdrs else []
+            headers = (
+                [(k, v) for k, v in hdrs if k not in _OURS and not k.startswith(_RESERVED)]
+                if hdrs
+                else []
+            )
             headers.append((H_STAMP, label_bytes))
             headers.append((H_SOURCE, coordinates))
             # Outgoing(...) without its Python-level __new__ (no argument parsing per event).
@@ -185,7 +190,11 @@ def _full(msg: ConsumerRecord, strategy: Strategy, events_topic: str, max_bytes:
     if len(value) > max_bytes:  # stamping and re-serialising can grow it past the router's limit
         raise too_large(len(value), max_bytes, "stamped")
     assert env.event_id is not None
-    headers = [(k, v) for k, v in env.headers if k not in _OURS] if env.headers else []
+    headers = (
+        [(k, v) for k, v in env.headers if k not in _OURS and not k.startswith(_RESERVED)]
+        if env.headers
+        else []
+    )
     headers.append((H_STAMP, _label_bytes(label)))
     headers.append((H_SOURCE, f"{msg.topic}/{msg.partition}/{msg.offset}".encode()))
     return Outgoing(msg, events_topic, env.event_id.encode(), value, headers, None, label)

@@ -30,7 +30,7 @@ from aiokafka.structs import ConsumerRecord, TopicPartition
 
 from ingress import records, stamping
 from ingress.acks import BatchAcks
-from ingress.delivery import DrainTimeout, FatalProduceError, deliver
+from ingress.delivery import RECORD_SLACK, DrainTimeout, FatalProduceError, deliver
 from ingress.records import COMPONENT, Outgoing, transform_all
 from ingress.settings import IngressSettings
 from ingress.stamping import Strategy
@@ -321,6 +321,7 @@ class Ingress:
             give_up=self._grace_over,
             backoff_min=self.config.retry_backoff_min_seconds,
             backoff_max=self.config.retry_backoff_max_seconds,
+            record_max=self.config.max_event_bytes + RECORD_SLACK,
         )
         if self.config.fault_commit_delay_seconds:
             log.warning("fault injection: delaying the transaction's commit")
@@ -372,6 +373,7 @@ class Ingress:
                 give_up=self._grace_over,
                 backoff_min=self.config.retry_backoff_min_seconds,
                 backoff_max=self.config.retry_backoff_max_seconds,
+                record_max=self.config.max_event_bytes + RECORD_SLACK,
             ),
         )
 

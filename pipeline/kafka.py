@@ -76,6 +76,8 @@ def is_too_large(exc: BaseException) -> bool:
 # Header of a DLQ record sent without its value because Kafka refused it with the value:
 # its dlq_source_* headers say where the original lives.
 H_VALUE_OMITTED = "dlq_value_omitted"
+# ... and without the producer's key and headers too (only the dlq_* ones are left).
+H_HEADERS_OMITTED = "dlq_headers_omitted"
 
 
 def _partitioner(key: bytes | None, all_partitions: Sequence[int], available: Sequence[int]) -> int:
@@ -203,18 +205,28 @@ def header(headers: Any, name: str) -> bytes | None:
 
 
 def dlq_headers(
-    msg: ConsumerRecord, reason: str, detail: str, component: str
+    msg: ConsumerRecord, reason: str, detail: str, component: str, *, redrive: bool = False
 ) -> list[tuple[str, bytes]]:
-    """Original headers (minus earlier dlq_* ones) plus this dead-lettering's headers."""
-    prior = header(msg.headers, "dlq_attempt")
-    try:
-        attempt = int(prior) + 1 if prior else 1
-    except ValueError:
-        attempt = 1
-    # Keep the first source coordinates when a DLQ message is re-driven and fails again.
-    src_topic = header(msg.headers, "dlq_source_topic") or msg.topic.encode()
-    src_part = header(msg.headers, "dlq_source_partition") or str(msg.partition).encode()
-    src_off = header(msg.headers, "dlq_source_offset") or str(msg.offset).encode()
+    """Original headers (minus earlier dlq_* ones) plus this dead-lettering's headers.
+
+    ``redrive``: ``msg`` was read from the DLQ topic itself (a re-drive that failed
+    again): its ``dlq_source_*`` coordinates and ``dlq_attempt`` are the project's own
+    and are kept. Anywhere else a ``dlq_*`` header is whatever a producer wrote (the
+    fuzzer's records spoofed them), so the coordinates are the record's own.
+    """
+    attempt = 1
+    if redrive:
+        prior = header(msg.headers, "dlq_attempt")
+        try:
+            attempt = int(prior) + 1 if prior else 1
+        except ValueError:
+            attempt = 1
+    own = (msg.topic.encode(), str(msg.partition).encode(), str(msg.offset).encode())
+    src_topic, src_part, src_off = own
+    if redrive:  # the first source coordinates, when a re-driven message fails again
+        src_topic = header(msg.headers, "dlq_source_topic") or src_topic
+        src_part = header(msg.headers, "dlq_source_partition") or src_part
+        src_off = header(msg.headers, "dlq_source_offset") or src_off
     kept: list[tuple[str, bytes]] = []
     for k, v in msg.headers or ():
         if isinstance(k, str) and not k.startswith(DLQ_PREFIX):

@@ -40,7 +40,7 @@ from aiokafka.errors import (
     UnsupportedForMessageFormatError,
 )
 
-from pipeline.kafka import H_VALUE_OMITTED
+from pipeline.kafka import H_HEADERS_OMITTED, H_VALUE_OMITTED
 from pipeline.metrics import DLQ_MESSAGES, start_at_zero
 from relay.outbox import Position, Row
 from schemas.errors import IngestError
@@ -55,8 +55,6 @@ DLQ_REASONS = (R_OUTBOX_TOO_LARGE, R_OUTBOX_REFUSED)
 # Where the original lives: the outbox row's id (its dedupe id, the task id for an emit).
 # The record never had a partition or offset, so there are no dlq_source_partition/offset.
 H_OUTBOX_ID = "dlq_source_outbox_id"
-# Set (b"1") on a DLQ record sent without the row's key and headers too (the last resort).
-H_HEADERS_OMITTED = "dlq_headers_omitted"
 
 _TOO_LARGE = (MessageSizeTooLargeError, RecordTooLargeError, RecordListTooLargeError)
 # Refusals about the record itself, which no retry changes. Not here, on purpose: the

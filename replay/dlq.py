@@ -206,5 +206,5 @@ class DlqRedriver(SessionRunner):
             k.dlq_topic,
             msg.key,
             msg.value,
-            kafka.dlq_headers(msg, out.reason, detail, "ingress"),
+            kafka.dlq_headers(msg, out.reason, detail, "ingress", redrive=True),
         )

@@ -298,7 +298,8 @@ class Routing:
         return next((r for r in results if r is not None), None)  # type: ignore[return-value]
 
     async def _dead_letter(self, msg: ConsumerRecord, reason: str, detail: str) -> None:
-        headers = kafka.dlq_headers(msg, reason, detail, self.component)
+        redrive = msg.topic == self.dlq_topic  # replay --dlq: keep the first source
+        headers = kafka.dlq_headers(msg, reason, detail, self.component, redrive=redrive)
         if not self.dry_run:
             value = msg.value
             try:

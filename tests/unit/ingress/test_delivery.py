@@ -227,3 +227,23 @@ async def test_large_and_keyless_records_go_on_their_own() -> None:
     acked, _ = await run(p, [*recs(2), big, keyless], batch_record_max=100)
     assert p.calls == 2 and sum(len(items) for *_, items in p.batches) == 2
     assert sorted(r.source.offset for r in acked) == [0, 1, 9, 10]
+
+
+def test_a_record_over_record_max_is_shrunk_before_it_is_sent() -> None:
+    """Found by tests/fuzz: a raw record of ~1 MB of headers made a DLQ copy the broker
+    refused, which broke the idempotent producer's sequence (OutOfOrderSequenceNumber) and
+    crash-looped ingress. Now no record over ``record_max`` leaves: a stamped event becomes
+    its DLQ record, which loses its value, then the producer's key and headers."""
+    from ingress.delivery import _fit, record_bytes
+
+    headers = [("h", b"x" * 5000), ("dlq_source_offset", b"999")]
+    good = transform(record(b'{"type":"t","data":{}}', headers=headers, offset=7), **KW)
+    assert good.reason is None and good.topic == "ev"
+    fitted = _fit(good, 2000, "dlq")
+    assert fitted.topic == "dlq" and fitted.reason == "too_large" and fitted.value is None
+    hd = dict(fitted.headers)
+    assert "h" not in hd and hd["dlq_headers_omitted"] == b"1"
+    assert hd["dlq_source_offset"] == b"7", "its own coordinates, not a producer's header"
+    assert fitted.key == f"{good.source.topic}/{good.source.partition}@7".encode()
+    assert record_bytes(fitted) <= 2000
+    assert _fit(good, 10_000, "dlq") is good

@@ -155,3 +155,16 @@ async def test_an_event_too_large_for_the_runs_plan_is_dead_lettered_not_started
     assert b"3 tasks each carry the event" in headers["dlq_detail"]
     assert routing.starter.started == ["small"]  # type: ignore[attr-defined]
     assert routing.stats.unmatched == 0
+
+
+def test_one_event_id_under_two_window_keys_is_a_race_to_retry_not_a_dead_letter():
+    """Found by tests/fuzz: an event id reused with another key value, assigned by two
+    window flushes at once, met flow_members_pkey and was dead-lettered route_failed."""
+    from router.flow.windows import _retriable
+
+    race = asyncpg.exceptions.UniqueViolationError("duplicate key")
+    race.constraint_name = "flow_members_pkey"
+    assert _retriable(race)
+    other = asyncpg.exceptions.UniqueViolationError("duplicate key")
+    other.constraint_name = "flow_windows_pkey"
+    assert not _retriable(other)
