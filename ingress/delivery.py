@@ -194,7 +194,9 @@ def _too_large_fallback(rec: Outgoing, exc: BaseException | str, dlq_topic: str)
         return to_dlq(rec.source, dlq_topic, R_TOO_LARGE, f"stamped event rejected by Kafka: {exc}")
     if rec.value is not None:
         log.error("DLQ record for %s too large for Kafka; sending it without its value", where)
-        return rec._replace(value=None, headers=[*rec.headers, (H_VALUE_OMITTED, b"1")])
+        # Kafka needs a key or a value: a keyless record gets its coordinates as key.
+        key = rec.key if rec.key is not None else where.encode()
+        return rec._replace(key=key, value=None, headers=[*rec.headers, (H_VALUE_OMITTED, b"1")])
     if any(not k.startswith(DLQ_PREFIX) for k, _ in rec.headers) or (
         rec.key is not None and rec.key != where.encode()
     ):

@@ -247,3 +247,16 @@ def test_a_record_over_record_max_is_shrunk_before_it_is_sent() -> None:
     assert fitted.key == f"{good.source.topic}/{good.source.partition}@7".encode()
     assert record_bytes(fitted) <= 2000
     assert _fit(good, 10_000, "dlq") is good
+
+
+def test_a_keyless_record_shrunk_to_no_value_gets_its_coordinates_as_key() -> None:
+    """Found by tests/fuzz: a keyless raw record over the limit, its DLQ copy without its
+    value had neither key nor value, which aiokafka refuses (an AssertionError that
+    crash-looped ingress)."""
+    from ingress.delivery import _fit
+
+    big = transform(record(b"x" * 5000, offset=3), **KW)  # keyless, not JSON
+    assert big.key is None and big.reason == "not_json"
+    fitted = _fit(big, 2000, "dlq")
+    assert fitted.value is None and fitted.key == f"{big.source.topic}/0@3".encode()
+    assert dict(fitted.headers)["dlq_value_omitted"] == b"1"
