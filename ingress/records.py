@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from aiokafka.structs import ConsumerRecord
 
 from ingress.stamping import EXISTING, StampError, Strategy, coordinates_deriver, stamp
-from pipeline.kafka import DLQ_PREFIX, dlq_headers
+from pipeline.kafka import DLQ_PREFIX, dlq_headers, dlq_key
 from schemas.envelope import (
     NOT_PLAIN,
     EnvelopeError,
@@ -81,7 +81,7 @@ def to_dlq(msg: ConsumerRecord, dlq_topic: str, reason: str, detail: str) -> Out
     return Outgoing(
         source=msg,
         topic=dlq_topic,
-        key=msg.key,
+        key=dlq_key(msg),
         value=msg.value,
         headers=dlq_headers(msg, reason, detail, COMPONENT),
         reason=reason,

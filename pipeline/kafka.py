@@ -204,6 +204,14 @@ def header(headers: Any, name: str) -> bytes | None:
     return None
 
 
+def dlq_key(msg: ConsumerRecord) -> bytes | None:
+    """The key of ``msg``'s DLQ copy: its own, or, for a record with neither key nor value
+    (librdkafka produces one; aiokafka refuses to), its coordinates ``topic/partition@offset``."""
+    if msg.key is not None or msg.value is not None:
+        return msg.key  # type: ignore[no-any-return]
+    return f"{msg.topic}/{msg.partition}@{msg.offset}".encode()
+
+
 def dlq_headers(
     msg: ConsumerRecord, reason: str, detail: str, component: str, *, redrive: bool = False
 ) -> list[tuple[str, bytes]]:

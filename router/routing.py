@@ -306,7 +306,7 @@ class Routing:
                 await self._retry(
                     "DLQ produce",
                     lambda: self.producer.send_and_wait(
-                        self.dlq_topic, value, key=msg.key, headers=headers
+                        self.dlq_topic, value, key=kafka.dlq_key(msg), headers=headers
                     ),
                 )
             except Exception as exc:
@@ -321,7 +321,7 @@ class Routing:
                 await self._retry(
                     "DLQ produce",
                     lambda: self.producer.send_and_wait(
-                        self.dlq_topic, value, key=msg.key, headers=headers
+                        self.dlq_topic, value, key=kafka.dlq_key(msg), headers=headers
                     ),
                 )
             metrics.DLQ_MESSAGES.labels(component=self.component, reason=reason).inc()

@@ -260,3 +260,13 @@ def test_a_keyless_record_shrunk_to_no_value_gets_its_coordinates_as_key() -> No
     fitted = _fit(big, 2000, "dlq")
     assert fitted.value is None and fitted.key == f"{big.source.topic}/0@3".encode()
     assert dict(fitted.headers)["dlq_value_omitted"] == b"1"
+
+
+def test_a_record_without_key_and_value_gets_a_dlq_copy_aiokafka_can_send() -> None:
+    """Found by tests/fuzz: librdkafka produces a record with neither key nor value;
+    its DLQ copy had neither either, which aiokafka refuses (ingress crash-looped)."""
+    out = transform(record(None, offset=5), **KW)
+    assert out.reason == "not_json" and out.value is None
+    assert out.key == f"{out.source.topic}/0@5".encode()
+    keyed = transform(record(None, key=b"k", offset=6), **KW)  # a tombstone keeps its key
+    assert keyed.key == b"k"
