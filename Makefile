@@ -62,6 +62,14 @@ faults: stack-up
 	$(BIN)/ingest stack build
 	FAULTS_SCALE=full $(BIN)/pytest -q tests/faults $(PYTEST_ARGS)
 
+# Property-based fuzzing of the whole pipeline (tests/fuzz, docs/testing.md): generated
+# records through real ingress, router and worker for FUZZ_MINUTES (30), or FUZZ_RECORDS;
+# prints the records tried per kind and the outcomes. FUZZ_SEED=<n> replays a run.
+.PHONY: fuzz
+fuzz: stack-up
+	FUZZ_MINUTES=$${FUZZ_MINUTES:-30} FUZZ_PROJECT_CONSTANTS=$${FUZZ_PROJECT_CONSTANTS:-1} \
+		$(BIN)/pytest -q -s tests/fuzz/test_pipeline_fuzz.py $(PYTEST_ARGS)
+
 bench: stack-up
 	$(BIN)/python -m pip install -q -e '.[dev,bench]'
 	$(BIN)/python -m bench.run_all
