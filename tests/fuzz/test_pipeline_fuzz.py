@@ -59,17 +59,17 @@ def _done(records: int, t0: float) -> bool:
 
 @pytest.mark.timeout(TIMEOUT)
 async def test_every_fuzzed_record_runs_is_dead_lettered_or_counted(
-    stack, cfg, topics, task_queue, temporal, db_pool, scenario, tmp_path
+    stack, cfg, topics, task_queue, temporal, db_pool, fault, tmp_path
 ):
     acts = await activities.seed(db_pool)
     judge = Judge(topics.raw, topics.events, acts)
     ep = h.Endpoints(stack.kafka, stack.temporal, cfg.database.url.get_secret_value())
-    pipe = scenario.pipeline(ep, topics, task_queue)
-    scenario.cleanup(lambda: checks.terminate_left(temporal, task_queue))
+    pipe = fault.pipeline(ep, topics, task_queue)
+    fault.cleanup(lambda: checks.terminate_left(temporal, task_queue))
     names = (topics.raw, topics.events, topics.dlq)
     readers = [await TopicReader(stack.kafka, t).start() for t in names]
     raw, events, dlq = readers
-    scenario.cleanup(lambda: asyncio.gather(*(r.stop() for r in readers)))
+    fault.cleanup(lambda: asyncio.gather(*(r.stop() for r in readers)))
     procs = checks.Processes(pipe, judge)
     await procs.start()
     stuck = checks.Stuck(set(), set(), set(), set())

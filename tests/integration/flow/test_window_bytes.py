@@ -69,16 +69,21 @@ async def _route(cfg: Any, temporal: Any, pool: Any) -> Any:
     )
 
 
-async def test_100_events_of_30_kb_close_by_bytes_and_all_run(cfg, temporal, db_pool):
-    etype = f"t.bytes.{uuid.uuid4().hex[:6]}"
-    aid = await seed_flow_activity(db_pool, etype, BATCH)
-    evs = [f"w-{uuid.uuid4().hex[:8]}-{i}" for i in range(100)]
-    # one key, so one partition, in the order sent
+async def _burst(cfg, etype: str, prefix: str) -> tuple[list[str], list[tuple[int, int]]]:  # type: ignore[no-untyped-def]
+    """100 events of ~30 KB under one key (one partition, in the order sent): ids, coords."""
+    evs = [f"{prefix}-{uuid.uuid4().hex[:8]}-{i}" for i in range(100)]
     sent = await kafka.produce(
         cfg.kafka.bootstrap_servers,
         cfg.kafka.events_topic,
         [(b"k", _event(etype, e, i), []) for i, e in enumerate(evs)],
     )
+    return evs, sent
+
+
+async def test_100_events_of_30_kb_close_by_bytes_and_all_run(cfg, temporal, db_pool):
+    etype = f"t.bytes.{uuid.uuid4().hex[:6]}"
+    aid = await seed_flow_activity(db_pool, etype, BATCH)
+    evs, sent = await _burst(cfg, etype, "w")
     assert len({p for p, _ in sent}) == 1
     worker = worker_factory(cfg, temporal, db_pool)
     async with worker(parts=(core_part, flow_window_part)):
@@ -174,12 +179,7 @@ async def test_a_window_temporal_refuses_goes_to_the_dlq_member_by_member(
     monkeypatch.setattr("schemas.flow.BLOB_LIMIT", 100_000_000, raising=False)
     etype = f"t.bytes.{uuid.uuid4().hex[:6]}"
     aid = await seed_flow_activity(db_pool, etype, BATCH)
-    evs = [f"r-{uuid.uuid4().hex[:8]}-{i}" for i in range(100)]
-    sent = await kafka.produce(
-        cfg.kafka.bootstrap_servers,
-        cfg.kafka.events_topic,
-        [(b"k", _event(etype, e, i), []) for i, e in enumerate(evs)],
-    )
+    evs, sent = await _burst(cfg, etype, "r")
     refused = _dead("window_start_refused")
     worker = worker_factory(cfg, temporal, db_pool)
     async with running_relay(cfg), worker(parts=(core_part, flow_window_part)):
