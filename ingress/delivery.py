@@ -34,6 +34,7 @@ from pipeline.kafka import (
     is_retriable,
     is_too_large,
     key_partition,
+    record_bytes,
 )
 from pipeline.retry import BACKOFF_INITIAL, BACKOFF_MAX, backoff
 from schemas.envelope import R_TOO_LARGE
@@ -124,7 +125,7 @@ async def _send_round(
         if (
             key is None
             or len(value or b"") > largest
-            or len(key) + _header_bytes(rec) > BATCH_RECORD_MAX
+            or record_bytes(rec) - len(value or b"") > BATCH_RECORD_MAX
         ):
             # Large records go alone: a batch the broker refuses for its size costs the
             # idempotent producer its sequence numbers, while send() checks a single
@@ -162,18 +163,10 @@ async def _send_round(
     return out
 
 
-def _header_bytes(rec: Outgoing) -> int:
-    return sum(len(k) + len(v or b"") for k, v in rec.headers) if rec.headers else 0
-
-
 # What a record may carry above INGEST_MAX_EVENT_BYTES of value: its key and headers. The
 # broker's default message.max.bytes (1,048,588) holds a 1,000,000-byte value with this
 # much room and the batch's own overhead; a topic must accept max_event_bytes + this.
 RECORD_SLACK = 32 * 1024
-
-
-def record_bytes(rec: Outgoing) -> int:
-    return len(rec.value or b"") + len(rec.key or b"") + _header_bytes(rec)
 
 
 def _fit(rec: Outgoing, record_max: int, dlq_topic: str) -> Outgoing:

@@ -37,6 +37,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.structs import ConsumerRecord
 
 from pipeline import kafka
+from pipeline.kafka import record_bytes
 from pipeline.settings import KafkaSettings
 from replay.session import ReplayError, topic_partitions
 
@@ -68,12 +69,6 @@ class Budget:
 def json_bytes(obj: Any) -> int:
     """The size of ``obj`` as the API serves it (FastAPI's JSONResponse: compact UTF-8)."""
     return len(json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode())
-
-
-def record_bytes(msg: ConsumerRecord) -> int:
-    """What a record weighs: its key, value, header names and header values."""
-    headers = sum(len(k.encode()) + len(v or b"") for k, v in msg.headers or ())
-    return len(msg.key or b"") + len(msg.value or b"") + headers
 
 
 def _cut(raw: bytes, cap: int) -> bytes:

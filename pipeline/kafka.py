@@ -204,6 +204,15 @@ def header(headers: Any, name: str) -> bytes | None:
     return None
 
 
+def record_bytes(rec: Any) -> int:
+    """What a record (a ConsumerRecord, or ingress's Outgoing) weighs: its key, value,
+    header names (UTF-8) and header values."""
+    size = len(rec.value or b"") + len(rec.key or b"")
+    for name, value in rec.headers or ():
+        size += len(name.encode("utf-8", "surrogatepass")) + len(value or b"")
+    return size
+
+
 def dlq_key(msg: ConsumerRecord) -> bytes | None:
     """The key of ``msg``'s DLQ copy: its own, or, for a record with neither key nor value
     (librdkafka produces one; aiokafka refuses to), its coordinates ``topic/partition@offset``."""

@@ -13,13 +13,7 @@ import asyncio
 
 from aiokafka.structs import ConsumerRecord
 
-
-def record_bytes(msg: ConsumerRecord) -> int:
-    """What a fetched record holds in memory, near enough: key, value and headers."""
-    size = len(msg.value or b"") + len(msg.key or b"")
-    for name, value in msg.headers or ():
-        size += len(name) + len(value or b"")
-    return size
+from pipeline.kafka import record_bytes
 
 
 class InFlightBytes:
