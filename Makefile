@@ -20,11 +20,11 @@ system-deps:
 
 install: $(VENV)/.installed
 
-$(VENV)/.installed: pyproject.toml
+$(VENV)/.installed: pyproject.toml stack/pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11+ is required (found %s)" % sys.version.split()[0])'
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[dev]'
+	$(BIN)/python -m pip install -q -e '.[dev]' -e ./stack
 	@touch $@
 
 stack-up: system-deps install
@@ -71,7 +71,7 @@ fuzz: stack-up
 		$(BIN)/pytest -q -s tests/fuzz/test_pipeline_fuzz.py $(PYTEST_ARGS)
 
 bench: stack-up
-	$(BIN)/python -m pip install -q -e '.[dev,bench]'
+	$(BIN)/python -m pip install -q -e '.[dev,bench]' -e ./stack
 	$(BIN)/python -m bench.run_all
 
 lint: install

@@ -1,9 +1,9 @@
 """``ingest``: the single console script, with every subcommand.
 
 The composition root of the command line: it alone knows every subcommand module
-(each declares a ``COMMAND``, :class:`pipeline.command.Command`), so it sits above
+(each declares a ``COMMAND``, :class:`app.command.Command`), so it sits above
 every other package. How a command runs and ends (exit codes, ``os._exit``) is
-:mod:`pipeline.cli`, shared with the ``python -m <package>`` entry points.
+:mod:`app.dispatch`, shared with the ``python -m <package>`` entry points.
 """
 
 from __future__ import annotations
@@ -12,25 +12,25 @@ import argparse
 import importlib
 from typing import NoReturn
 
-from pipeline.cli import dispatch, end_process, exit_code
+from app.dispatch import dispatch, end_process, exit_code
 
 # Subcommand modules, in --help order. Imported lazily so `ingest stack status`
 # does not pay for the Temporal worker imports.
 COMMANDS = [
-    "app.stack_cmd",
-    "pipeline.migrate_cmd",
-    "pipeline.temporal_setup",
-    "app.run_cmd",
-    "ingress.cli",
-    "router.cli",
-    "relay.cli",
-    "replay.cli",
-    "app.worker_cmd",
-    "app.activities_cmd",
-    "scheduler.cli",
-    "ops.cli",
-    "workers.permits.cli",
-    "router.flow.cli",
+    "app.commands.stack",
+    "app.commands.migrate",
+    "app.commands.temporal",
+    "app.commands.run",
+    "app.commands.ingress",
+    "app.commands.router",
+    "app.commands.relay",
+    "app.commands.replay",
+    "app.commands.worker",
+    "app.commands.activities",
+    "app.commands.schedules",
+    "app.commands.ops",
+    "app.commands.permits",
+    "app.commands.flow",
 ]
 
 

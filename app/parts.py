@@ -12,7 +12,7 @@ def worker_parts() -> list[PartFactory]:
     """Every part of the production worker, in registration order."""
     from scheduler.part import cron_part
     from workers.approvals.part import approval_part
-    from workers.flow_window.part import flow_window_part
+    from workers.flow.part import flow_part
     from workers.permits.part import permit_part
 
-    return [core_part, cron_part, permit_part, approval_part, flow_window_part]
+    return [core_part, cron_part, permit_part, approval_part, flow_part]

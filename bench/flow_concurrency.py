@@ -26,10 +26,10 @@ from bench.cli import parse_args
 from bench.common import Env, drop_env, make_env, start_worker, write_result
 from definitions import store as activity_store
 from schemas.definitions import ActivityDef, EventTrigger, TaskDef
-from schemas.flow import FlowDef
+from schemas.flow.spec import FlowDef
 from schemas.workflow_io import RunActivityInput
+from workers.flow.part import flow_part
 from workers.parts import core_part
-from workers.permits.part import permit_part
 from workers.run_workflow import RunActivityWorkflow
 
 SHAPES: dict[str, dict[str, Any] | None] = {
@@ -78,7 +78,7 @@ async def run(runs: int | None = None, rounds: int | None = None) -> dict[str, A
     runs = runs or int(os.environ.get("BENCH_FLOW_RUNS", "50"))
     rounds = rounds or int(os.environ.get("BENCH_FLOW_ROUNDS", "2"))
     env = await make_env("flow_concurrency")
-    worker, shutdown = start_worker(env, (core_part, permit_part))
+    worker, shutdown = start_worker(env, (core_part, flow_part))
     seconds = dict.fromkeys(SHAPES, 0.0)
     try:
         ids = {shape: await _activity(env, flow) for shape, flow in SHAPES.items()}

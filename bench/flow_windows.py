@@ -33,14 +33,15 @@ from temporalio.service import RPCError, RPCStatusCode
 from bench.cli import parse_args
 from bench.common import Env, drop_env, make_env, start_worker, write_result
 from definitions import store
-from pipeline import metrics
 from router.catalog import ActivityCatalog
+from router.flow import metrics as flow_metrics
 from router.flow.windows import SIGNAL_INTERVAL, Windows
 from schemas.definitions import ActivityDef
+from schemas.flow.io import FlowWindowInput, FlowWindowSignal, WindowNote
 from schemas.ids import window_workflow_id
-from schemas.workflow_io import FlowWindowInput, FlowWindowSignal, RunActivityInput, WindowNote
-from workers.flow_window.part import flow_window_part
-from workers.flow_window.workflow import FlowWindowWorkflow
+from schemas.workflow_io import RunActivityInput
+from workers.flow.part import flow_part
+from workers.flow.window import FlowWindowWorkflow
 from workers.parts import core_part
 
 SUGGEST_CAN_EVENTS = 4096  # the server's limit.historyCount.suggestContinueAsNew default
@@ -146,7 +147,7 @@ async def _collected(env: Env, aid: str, events: int, rate: float) -> dict[str, 
         stopping=lambda: False,
     )
     key = f"hot-{uuid.uuid4().hex[:6]}"
-    signals = metrics.FLOW_WINDOW_SIGNALS.labels(activity=aid)
+    signals = flow_metrics.FLOW_WINDOW_SIGNALS.labels(activity=aid)
     before = signals._value.get()  # type: ignore[attr-defined]
 
     class Msg:
@@ -189,7 +190,7 @@ async def run() -> dict[str, Any]:
     events = int(os.environ.get("BENCH_FLOW_EVENTS", "2000"))
     hot_rate = float(os.environ.get("BENCH_FLOW_HOT_RATE", "500"))
     env = await make_env("flow-windows")
-    worker, shutdown = start_worker(env, (core_part, flow_window_part))
+    worker, shutdown = start_worker(env, (core_part, flow_part))
     try:
         aid = await _activity(env)
         per_rate = [await _signal_rate(env, aid, r, seconds) for r in rates]

@@ -34,6 +34,8 @@ from statistics import mean
 from typing import Any
 
 from aiokafka import TopicPartition
+from devstack.kafka import Kafka
+from devstack.settings import StackSettings
 
 from bench.cli import parse_args
 from bench.common import drop_env, event, make_env, produce, verdict, write_result
@@ -41,8 +43,6 @@ from pipeline import kafka, metrics
 from pipeline.clients import ensure_topics
 from pipeline.runtime import Shutdown
 from pipeline.settings import KafkaSettings, Settings, build
-from pipeline.stack.kafka import Kafka
-from pipeline.stack.settings import StackSettings
 
 NAME = "ingress"
 TARGET = 0.8

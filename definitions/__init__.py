@@ -4,7 +4,7 @@
   naming every bad field;
 * :mod:`definitions.store`: the ``activities`` table (the one upsert).
 
-``ingest activities apply|list`` is :mod:`app.activities_cmd` (it also reconciles
+``ingest activities apply|list`` is :mod:`app.commands.activities` (it also reconciles
 schedules and permit resources, so it sits above scheduler and workers).
 
 The models themselves are in :mod:`schemas.definitions`.

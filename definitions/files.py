@@ -17,7 +17,7 @@ from pydantic import ValidationError
 
 from schemas.definitions import ActivityDef, ActivityFile
 from schemas.errors import IngestError
-from schemas.flow import BLOB_LIMIT, TASK_OVERHEAD_BYTES, json_bytes, run_bytes
+from schemas.flow.spec import BLOB_LIMIT, TASK_OVERHEAD_BYTES, json_bytes, run_bytes
 
 _TAGS = {"cron", "event"}
 
@@ -92,11 +92,11 @@ def check_task_types(parsed: ActivityFile, known: Collection[str]) -> None:
 def run_size_problem(act: ActivityDef, max_event_bytes: int) -> str | None:
     """Why a run of ``act`` cannot carry an event of ``max_event_bytes``, or None.
 
-    A run's plan (one Temporal payload, at most ``schemas.flow.BLOB_LIMIT``) holds the
+    A run's plan (one Temporal payload, at most ``schemas.flow.spec.BLOB_LIMIT``) holds the
     event once per task, with the task's own payload and config; a plan over the limit
     is never refused once, the run stays ``running`` for ever. Counted as ASCII JSON:
     an event whose text is mostly non-ASCII is up to 3 times larger in Temporal's JSON
-    (``schemas.flow.json_bytes``), which no check on INGEST_MAX_EVENT_BYTES can bound.
+    (``schemas.flow.spec.json_bytes``), which no check on INGEST_MAX_EVENT_BYTES can bound.
     A cron activity carries no event.
     """
     if act.trigger.type != "event" or not act.tasks:

@@ -6,5 +6,5 @@
 * :mod:`ingress.stamping`: the stable ``event_id`` of an event that has none.
 * :mod:`ingress.delivery`: produce a batch until every record is acknowledged.
 * :mod:`ingress.acks`: which records Kafka acknowledged, and the commit point that gives.
-* :mod:`ingress.settings`: ``INGEST_INGRESS_*``; :mod:`ingress.cli`: the subcommand.
+* :mod:`ingress.settings`: ``INGEST_INGRESS_*``; :mod:`app.commands.ingress`: the subcommand.
 """

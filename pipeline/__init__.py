@@ -8,10 +8,10 @@
   :mod:`pipeline.offsets` (the router's contiguous commit point), :mod:`pipeline.retry`
   (the one backoff and the one RetryPolicy), :mod:`pipeline.rebalance` (the consumer
   group listener of ingress and the router).
-* Commands: :mod:`pipeline.command` (the ``Command`` declaration), :mod:`pipeline.cli`
-  (how every entry point runs and exits), :mod:`pipeline.flags`,
-  :mod:`pipeline.client_flags`, and the library's own commands
-  (:mod:`pipeline.migrate_cmd`, :mod:`pipeline.temporal_setup`). The ``ingest``
+* Commands: :mod:`app.command` (the ``Command`` declaration), :mod:`app.dispatch`
+  (how every entry point runs and exits), :mod:`app.flags`,
+  :mod:`app.client_flags`, and the library's own commands
+  (:mod:`app.commands.migrate`, :mod:`pipeline.temporal_setup`). The ``ingest``
   parser itself is :mod:`app.cli`, above every package.
-* :mod:`pipeline.stack`: the local stack of real services (one module per service).
+* :mod:`devstack`: the local stack of real services (one module per service).
 """

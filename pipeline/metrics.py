@@ -1,7 +1,10 @@
-"""Every Prometheus metric the pipeline exports, defined once.
+"""The Prometheus metrics every process shares, and the helpers every feature uses.
 
-docs/metrics.md documents each one; deploy/ dashboards and alert rules use these
-names, and a test checks that they are all exported.
+A feature with metrics of its own declares them beside its code, in a ``metrics.py``
+of its folder (flow control: ``router/flow/metrics.py``, ``workers/flow/metrics.py``),
+with these helpers. docs/metrics.md documents each one; deploy/ dashboards and alert
+rules use these names, and tests check that every metric module's metrics are
+exported, initialised and bounded.
 
 Every labelled series a process knows it may count starts at 0 when the process
 starts (:func:`start_at_zero`), following the Prometheus instrumentation guidance
@@ -150,31 +153,9 @@ PERMIT_LEASE_EXPIRED = Counter(
     ["resource"],
 )
 
-# Flow concurrency (workers/permits/flow_*.py): runs of an activity with
 # flow.concurrency hold a permit slot per key value. Labelled by activity only (keys
 # are event data, unbounded): `ingest flow list` shows each key. The gauges come from
 # PostgreSQL (the same in every worker: aggregate with max, never sum).
-FLOW_WAIT = Histogram(
-    "pipeline_flow_wait_seconds",
-    "Time a run of a concurrency-limited activity waited for its slot (first round to holding it).",
-    ["activity"],
-    buckets=(0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600),
-)
-FLOW_SLOTS_IN_USE = Gauge(
-    "pipeline_flow_slots_in_use",
-    "Concurrency slots held by runs, summed over the activity's keys (from permit_slots).",
-    ["activity"],
-)
-FLOW_RUNS_WAITING = Gauge(
-    "pipeline_flow_runs_waiting",
-    "Runs waiting for a concurrency slot, summed over the activity's keys (flow_waiters).",
-    ["activity"],
-)
-FLOW_OLDEST_WAIT = Gauge(
-    "pipeline_flow_oldest_wait_seconds",
-    "How long the activity's longest-waiting run has waited for its slot so far (0: none).",
-    ["activity"],
-)
 
 # Approvals (workers/approvals). Workflow code cannot count deterministically, so the
 # record_approval local activity counts each audit entry once (when its row is
@@ -218,71 +199,25 @@ RELAY_ABORTED = Counter(
     "Relay Kafka transactions aborted (their rows are published again by the next one).",
 )
 
-# Flow limits (router/flow, docs/flow-control.md). Labelled by activity id; each
-# activity's series start at 0 when the router first gates one of its runs.
-FLOW_RUNS_DELAYED = Counter(
-    "pipeline_flow_runs_delayed_total",
-    "Runs the router started with a delay because of their activity's throttle.",
-    ["activity"],
-)
-FLOW_RUNS_SKIPPED = Counter(
-    "pipeline_flow_runs_skipped_total",
-    "Triggers skipped by their activity's flow (reason: rate_limit, singleton); counted once"
-    " per trigger, not again on replay.",
-    ["activity", "reason"],
-)
-FLOW_THROTTLE_DELAY = Histogram(
-    "pipeline_flow_throttle_delay_seconds",
-    "The delay a throttled run was started with (0 when a slot was free).",
-    ["activity"],
-    buckets=(0.01, 0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600, 4 * 3600, 86400),
-)
-
-# Debounce and batch windows (router/flow/windows.py, workers/flow_window/).
-FLOW_DEBOUNCED = Counter(
-    "pipeline_flow_debounced_total",
-    "Events absorbed into a debounce window (each window then runs once, with its last"
-    " event); counted by the router when it first assigns the event.",
-    ["activity"],
-)
-FLOW_BATCH_SIZE = Histogram(
-    "pipeline_flow_batch_size",
-    "Events per batch run, observed by the worker once per batch it started.",
-    ["activity"],
-    buckets=(1, 2, 5, 10, 20, 50, 100, 200, 500, 1000),
-)
-FLOW_WINDOW_SIGNALS = Counter(
-    "pipeline_flow_window_signals_total",
-    "Signal-with-starts the router sent to window workflows (one per key per flush,"
-    " carrying every event collected for that key meanwhile).",
-    ["activity"],
-)
-
 # Labelled by values only data reveals: lag per assigned partition, pending fixes per
-# activity, permits per declared resource, flow concurrency per activity (configuration,
+# activity, permits per declared resource, flow controls per activity (configuration,
 # never event data). Their series appear when the process first sees the value (permits
-# and flow: at the first gauge refresh).
-DATA_LABELLED: frozenset[MetricWrapperBase] = frozenset(
-    {
-        CONSUMER_LAG,
-        TASKS_PENDING_FIX,
-        TASK_PENDING_FIX_OLDEST,
-        PERMITS_HELD,
-        PERMIT_CAPACITY,
-        PERMIT_CONFLICTS,
-        PERMIT_LEASE_EXPIRED,
-        FLOW_RUNS_DELAYED,
-        FLOW_RUNS_SKIPPED,
-        FLOW_THROTTLE_DELAY,
-        FLOW_DEBOUNCED,
-        FLOW_BATCH_SIZE,
-        FLOW_WINDOW_SIGNALS,
-        FLOW_WAIT,
-        FLOW_SLOTS_IN_USE,
-        FLOW_RUNS_WAITING,
-        FLOW_OLDEST_WAIT,
-    }
-)
+# and flow concurrency: at the first gauge refresh). A feature's own metrics module adds
+# its own with :func:`data_labelled`.
+DATA_LABELLED: set[MetricWrapperBase] = {
+    CONSUMER_LAG,
+    TASKS_PENDING_FIX,
+    TASK_PENDING_FIX_OLDEST,
+    PERMITS_HELD,
+    PERMIT_CAPACITY,
+    PERMIT_CONFLICTS,
+    PERMIT_LEASE_EXPIRED,
+}
+
+
+def data_labelled(*metrics: MetricWrapperBase) -> None:
+    """Declare ``metrics`` as labelled by data (see :data:`DATA_LABELLED`)."""
+    DATA_LABELLED.update(metrics)
 
 
 def start_at_zero(metric: MetricWrapperBase, **values: Iterable[str]) -> None:

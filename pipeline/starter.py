@@ -110,7 +110,7 @@ class Starter:
         """``start_delay``: a durable delayed start (the id is reserved at once).
 
         ``priority``: Temporal's task priority of the run (1 first .. 5 last; None: the
-        server's default, 3), e.g. from ``schemas.flow_concurrency.priority_of``. It orders
+        server's default, 3), e.g. from ``schemas.flow.concurrency.priority_of``. It orders
         the run's workflow tasks while they queue in matching (docs/flow-control.md says
         which servers honour it); the order of runs waiting for a concurrency slot is the
         wait queue's, recorded in the run itself."""

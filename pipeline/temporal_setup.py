@@ -16,7 +16,6 @@ is idempotent: attributes already there are left alone, so every deploy may run 
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 from datetime import timedelta
 
@@ -30,10 +29,6 @@ from temporalio.api.workflowservice.v1 import RegisterNamespaceRequest
 from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
-from pipeline import settings
-from pipeline.clients import Unreachable, temporal_client
-from pipeline.command import Command
-from pipeline.flags import add_flags, overrides
 from schemas.search_attributes import KEYWORDS
 
 
@@ -104,57 +99,10 @@ async def prepare_namespace(
 
 
 def register_on(address: str, namespace: str = "default") -> list[str]:
-    """Synchronous form for the local stack (``pipeline.stack``)."""
+    """Synchronous form for the local stack (``devstack``)."""
 
     async def go() -> list[str]:
         client = await Client.connect(address, namespace=namespace)
         return await register_search_attributes(client, namespace)
 
     return asyncio.run(go())
-
-
-async def _setup(cfg: settings.TemporalSettings) -> list[str]:
-    client = await temporal_client(cfg)
-    return await register_search_attributes(client, cfg.namespace)
-
-
-def _run(args: argparse.Namespace) -> int:
-    cfg = settings.load_settings(**overrides(args, "temporal_address", "namespace"))
-    try:
-        added = asyncio.run(_setup(cfg.temporal))
-    except Unreachable as exc:
-        print(f"ingest temporal setup: {exc}")
-        return 1
-    except Exception as exc:  # e.g. PERMISSION_DENIED on a managed namespace
-        print(f"ingest temporal setup: registering search attributes failed: {exc}")
-        return 1
-    ns = cfg.temporal.namespace
-    if added:
-        print(f"namespace {ns}: registered search attributes {', '.join(added)} (Keyword)")
-    else:
-        print(f"namespace {ns}: search attributes {', '.join(KEYWORDS)} already registered")
-    return 0
-
-
-def _flags(p: argparse.ArgumentParser) -> None:
-    add_flags(p, "temporal_address", "namespace")
-
-
-COMMAND = Command(
-    "temporal",
-    help="prepare a Temporal namespace (search attributes); idempotent",
-    description=(
-        "temporal setup registers the custom Keyword search attributes "
-        f"({', '.join(KEYWORDS)}) that paused tasks upsert and the ops service queries, "
-        "through the operator service. Attributes already registered are left alone."
-    ),
-    actions=(
-        Command(
-            "setup",
-            help="register the pipeline's search attributes (idempotent)",
-            description="Register the pipeline's Keyword search attributes on the namespace.",
-            run=_run,
-            flags=_flags,
-        ),
-    ),
-)

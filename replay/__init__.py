@@ -6,5 +6,5 @@
 * :mod:`replay.dlq`: :class:`DlqRedriver`, the DLQ once, group ``ingest-dlq-replay``.
 * :mod:`replay.request`: one replay as asked for (:class:`ReplayRequest`) and
   :func:`run_request`, shared by the subcommand and the ops API.
-* :mod:`replay.cli`: the subcommand (flags, progress bar, summary).
+* :mod:`app.commands.replay`: the subcommand (flags, progress bar, summary).
 """

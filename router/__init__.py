@@ -5,5 +5,5 @@
 * :mod:`router.routing`: one message -> its starts (shared with replay).
 * :mod:`router.catalog`: which activities subscribe to an event type (cached).
 * :mod:`router.ledger`: the durable dedupe ledger (``routed_triggers``).
-* :mod:`router.settings`: ``INGEST_ROUTER_*``; :mod:`router.cli`: the subcommand.
+* :mod:`router.settings`: ``INGEST_ROUTER_*``; :mod:`app.commands.router`: the subcommand.
 """

@@ -15,7 +15,7 @@ import asyncpg
 import orjson
 from pydantic import ValidationError
 
-from schemas.flow import NO_TASKS, FlowDef, RunShape, run_shape
+from schemas.flow.spec import NO_TASKS, FlowDef, RunShape, run_shape
 
 log = logging.getLogger(__name__)
 

@@ -31,7 +31,7 @@ from router.flow.windows import ASSIGNED, Windows, window_control
 from router.ledger import Ledger, LedgerEntry
 from router.settings import RouterSettings
 from schemas import envelope
-from schemas.flow import event_run_problem
+from schemas.flow.spec import event_run_problem
 from schemas.workflow_io import RunActivityInput
 
 log = logging.getLogger(__name__)

@@ -32,7 +32,8 @@ from router.catalog import ActivityCatalog
 from router.flow import windows
 from router.routing import R_ROUTE_FAILED, R_RUN_TOO_LARGE, Routing, build_routing
 from router.settings import RouterSettings
-from schemas import envelope, flow
+from schemas import envelope
+from schemas.flow import spec as flow
 from schemas.workflow_io import TRIGGER_EVENT
 
 log = logging.getLogger(__name__)

@@ -40,9 +40,9 @@ with workflow.unsafe.imports_passed_through():
     from pipeline.retry import UNTIL_DONE
     from pipeline.starter import DUPLICATE, STARTED, Starter
     from scheduler import misfire, store, timing
-    from scheduler.io import CronFireInput, FireInput, FireResult
     from schemas.definitions import CronTrigger
     from schemas.ids import cron_workflow_id, dispatcher_workflow_id, schedule_id
+    from schemas.schedule_io import CronFireInput, FireInput, FireResult
     from schemas.workflow_io import TRIGGER_CRON, RunActivityInput
 
 log = logging.getLogger(__name__)

@@ -23,9 +23,9 @@ from temporalio.client import (
     ScheduleState,
 )
 
-from scheduler.io import CronFireInput
 from schemas.definitions import ActivityDef, CronTrigger
 from schemas.ids import dispatcher_id
+from schemas.schedule_io import CronFireInput
 
 DISPATCHER_WORKFLOW = "CronFireWorkflow"
 FINGERPRINT_MEMO = "ingest_fingerprint"

@@ -36,7 +36,6 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from definitions import store as activity_store
 from scheduler import store, timing
-from scheduler.io import CronFireInput
 from scheduler.spec import (
     DISABLED_NOTE,
     FINGERPRINT_MEMO,
@@ -47,6 +46,7 @@ from scheduler.spec import (
 )
 from schemas.definitions import ActivityDef, CronTrigger
 from schemas.ids import SCHEDULE_PREFIX, dispatcher_workflow_id, schedule_id
+from schemas.schedule_io import CronFireInput
 
 RESUMED_NOTE = "resumed by ingest"
 

@@ -12,7 +12,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from schemas.flow import FlowDef
+from schemas.flow.spec import FlowDef
 
 
 class _Strict(BaseModel):
@@ -105,7 +105,7 @@ class ActivityDef(_Strict):
     # (what plan_tasks reads) always carry their own policy.
     on_failure: OnFailure = "fail"
     tasks: list[TaskDef] = Field(default_factory=list)
-    # How runs are paced (schemas/flow.py, docs/flow-control.md); None: no pacing.
+    # How runs are paced (schemas/flow/spec.py, docs/flow-control.md); None: no pacing.
     flow: FlowDef | None = None
 
     @model_validator(mode="after")

@@ -56,7 +56,7 @@ R_BAD_ID = "bad_id"
 R_NUL = "nul_character"
 
 # The byte cap of an identifier taken from an event (and of a flow key,
-# schemas.flow.key_value). The longest id derived from one, a window workflow id or
+# schemas.flow.spec.key_value). The longest id derived from one, a window workflow id or
 # ``activity-{uuid}:{event_id}``, stays far below Temporal's 1,000-byte id limit and
 # PostgreSQL's ~2,700-byte btree entry limit.
 MAX_ID_BYTES = 512

@@ -72,7 +72,7 @@ def flow_resource(activity_id: str | uuid.UUID, key: str | None) -> str:
     it is event data: any length, any character (``:`` would make the permit id
     ambiguous), while the resource stays 78 characters. The key itself is kept beside
     it in ``flow_slot_keys`` for ``ingest flow list``. An empty key is refused: a key
-    is never silently null (schemas.flow.key_value). Never change the format: a worker
+    is never silently null (schemas.flow.spec.key_value). Never change the format: a worker
     upgraded while runs hold slots would count them under another resource.
     """
     base = f"{FLOW_RESOURCE_PREFIX}{_require('activity_id', str(activity_id))}"
@@ -208,7 +208,7 @@ def approval_notice_id(task_id: str, kind: str, body: bytes) -> str:
     return f"{_require('task_id', task_id)}:{_require('kind', kind)}:{_digest([body.decode()])}"
 
 
-# --- debounce and batch windows (schemas/flow.py, docs/flow-control.md) ------------
+# --- debounce and batch windows (schemas/flow/spec.py, docs/flow-control.md) ------------
 #
 # A debounced or batched run is not the run of one event but of a window of events,
 # so its id is derived from what the window CONTAINS, never from when it closed:
@@ -221,7 +221,7 @@ def approval_notice_id(task_id: str, kind: str, body: bytes) -> str:
 
 WINDOW_PREFIX = "flow-window-"
 # The key of an activity whose debounce/batch has no ``key``: one window at a time for
-# the whole activity. ``schemas.flow.key_value`` never returns an empty string.
+# the whole activity. ``schemas.flow.spec.key_value`` never returns an empty string.
 NO_KEY = ""
 
 

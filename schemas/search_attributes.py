@@ -4,7 +4,7 @@ A paused ``TaskInstanceWorkflow`` upserts them, and the ops service finds paused
 tasks through visibility with them. They are Keyword attributes and must be
 registered on the namespace before a workflow upserts them:
 ``temporal server start-dev --search-attribute Name=Keyword`` locally
-(pipeline/stack), the operator service on a cluster (``ingest temporal setup``).
+(stack/devstack), the operator service on a cluster (``ingest temporal setup``).
 The names must not change: visibility queries and dashboards use them.
 """
 

@@ -27,11 +27,11 @@ from typing import Any
 
 import asyncpg
 import pytest
+from devstack import manager
+from devstack.postgres import Postgres
+from devstack.settings import StackSettings
 
 from pipeline import db, settings
-from pipeline.stack import manager
-from pipeline.stack.postgres import Postgres
-from pipeline.stack.settings import StackSettings
 from tests.support import ROOT, namespaces
 from tests.support.stack import Stack, Topics
 

@@ -33,16 +33,15 @@ from pipeline.metrics import (
     start_at_zero,
 )
 from schemas.definitions import TaskDef
-from schemas.flow import FlowDef, FlowKeyMissing
-from schemas.flow_concurrency import flow_slot_for
+from schemas.flow.concurrency import flow_slot_for
+from schemas.flow.io import FlowAcquireInput, FlowWake
+from schemas.flow.spec import FlowDef, FlowKeyMissing
 from schemas.ids import run_id_for
 from schemas.status import RUN_OUTCOMES, TASK_OUTCOMES, TASK_TRANSITIONS, TaskStatus
 from schemas.workflow_io import (
     TRIGGER_CRON,
     TRIGGER_EVENT,
     FinishRunInput,
-    FlowAcquireInput,
-    FlowWake,
     LocalTaskResult,
     LogRunInput,
     LogRunResult,
@@ -56,10 +55,10 @@ from schemas.workflow_io import (
 )
 from workers import store
 from workers.fix_audit import FIX_ACTIONS
+from workers.flow.slot_activities import DEFAULT_LEASE_SECONDS, admission_round, granted
+from workers.flow.slot_activities import release as flow_release
 from workers.handlers import PermanentTaskError, Registry, Resources, TaskContext
 from workers.permits.fencing import permit_for
-from workers.permits.flow_activities import DEFAULT_LEASE_SECONDS, admission_round, granted
-from workers.permits.flow_activities import release as flow_release
 from workers.planning import PlanError, plan
 
 log = logging.getLogger(__name__)

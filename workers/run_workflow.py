@@ -49,7 +49,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from workers.activities import RunActivities
     from workers.approvals.stages import run_in_stages
-    from workers.permits.flow_slot import FLOW_WAKE_SIGNAL, FlowHold, Waker, hold_flow_slot, wake
+    from workers.flow.slot import FLOW_WAKE_SIGNAL, FlowHold, Waker, hold_flow_slot, wake
     from workers.steps import db_step, describe
     from workers.task_workflow import TaskInstanceWorkflow
 

@@ -36,7 +36,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from workers.activities import RunActivities
     from workers.approvals import rules as approval_rules
-    from workers.approvals.flow import ApprovalFlow
+    from workers.approvals.machine import ApprovalFlow
     from workers.errors import TaskConfigError, TaskFailed, TaskSettled
     from workers.fixes import PausableTask
     from workers.options import handler_options
@@ -205,7 +205,7 @@ class TaskInstanceWorkflow(PausableTask):
             TaskStateInput(inp.task_id, inp.run_id, spec, status, error, run_tasks=total),
         )
 
-    # --- approvals: thin handlers; the logic is workers/approvals/flow.py ------------
+    # --- approvals: thin handlers; the logic is workers/approvals/machine.py ------------
 
     @workflow.update
     async def decide(self, d: ApprovalDecision) -> ApprovalUpdateResult:

@@ -22,10 +22,11 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from devstack.settings import HOST
+from devstack.temporal_server import databases, plan
+
 from bench.e2e.probe import find_pids
 from bench.e2e.server_counters import ServerCounters
-from pipeline.stack.settings import HOST
-from pipeline.stack.temporal_server import databases, plan
 from tests.support.temporal_server import discard, private_server
 
 KINDS = ("dev", "server")

@@ -1,5 +1,5 @@
 """The concurrency columns of ``ingest flow list`` and ``GET /api/flow``: per activity and
-key value, the slots in use and the runs waiting (workers/permits/flow_*.py keep them).
+key value, the slots in use and the runs waiting (workers/flow/slot*.py keep them).
 
 :func:`concurrency_rows` is a listing *source* (``(conn, activity_id | None) -> rows``):
 each row carries ``activity_id``, ``key`` (``""`` for a limit without a key),
@@ -15,7 +15,7 @@ from typing import Any, TypeAlias
 
 import asyncpg
 
-from schemas.flow_concurrency import WAITER_STALE_SECONDS
+from schemas.flow.concurrency import WAITER_STALE_SECONDS
 
 Conn: TypeAlias = asyncpg.Pool | asyncpg.Connection
 

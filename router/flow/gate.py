@@ -16,6 +16,7 @@ from datetime import timedelta
 from temporalio.client import Client
 
 from pipeline import metrics
+from router.flow import metrics as flow_metrics
 from router.flow import singleton
 from router.flow.keys import FlowKeys
 from router.flow.skips import SKIP_REASONS
@@ -53,7 +54,9 @@ class FlowGate:
         if d.outcome == O_SKIP:
             assert d.reason is not None
             if d.fresh:
-                metrics.FLOW_RUNS_SKIPPED.labels(activity=run.activity_id, reason=d.reason).inc()
+                flow_metrics.FLOW_RUNS_SKIPPED.labels(
+                    activity=run.activity_id, reason=d.reason
+                ).inc()
             return Decision(skip=d.reason)
         if d.cancelled is not None:
             # Again on a redelivery (the first attempt may have died before it): idempotent.
@@ -62,9 +65,9 @@ class FlowGate:
             return START
         delay = max(0.0, (d.start_at - d.now).total_seconds())
         if d.fresh:
-            metrics.FLOW_THROTTLE_DELAY.labels(activity=run.activity_id).observe(delay)
+            flow_metrics.FLOW_THROTTLE_DELAY.labels(activity=run.activity_id).observe(delay)
             if delay > 0:
-                metrics.FLOW_RUNS_DELAYED.labels(activity=run.activity_id).inc()
+                flow_metrics.FLOW_RUNS_DELAYED.labels(activity=run.activity_id).inc()
         return Decision(start_delay=timedelta(seconds=delay)) if delay > 0 else START
 
     async def _decide(self, run: RunActivityInput, fk: FlowKeys) -> Decided:
@@ -83,7 +86,7 @@ class FlowGate:
             return
         self._zeroed.add(activity_id)
         metrics.start_at_zero(
-            metrics.FLOW_RUNS_SKIPPED, activity=[activity_id], reason=SKIP_REASONS
+            flow_metrics.FLOW_RUNS_SKIPPED, activity=[activity_id], reason=SKIP_REASONS
         )
-        metrics.start_at_zero(metrics.FLOW_RUNS_DELAYED, activity=[activity_id])
-        metrics.start_at_zero(metrics.FLOW_THROTTLE_DELAY, activity=[activity_id])
+        metrics.start_at_zero(flow_metrics.FLOW_RUNS_DELAYED, activity=[activity_id])
+        metrics.start_at_zero(flow_metrics.FLOW_THROTTLE_DELAY, activity=[activity_id])

@@ -6,8 +6,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from schemas.flow import FlowDef, key_value
-from schemas.flow_concurrency import priority_of
+from schemas.flow.concurrency import priority_of
+from schemas.flow.spec import FlowDef, key_value
 
 # The key value of a control declared without a key: the activity is one bucket.
 NO_KEY = ""

@@ -23,8 +23,8 @@ import asyncpg
 
 from router.flow import windows
 from router.flow.concurrency_view import concurrency_rows
-from router.flow.throttle import Gcra
-from schemas.flow import FlowDef
+from router.flow.pacing import Gcra
+from schemas.flow.spec import FlowDef
 
 Conn: TypeAlias = asyncpg.Pool | asyncpg.Connection
 Source = Callable[[Conn, str | None], Awaitable[list[dict[str, Any]]]]

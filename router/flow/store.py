@@ -16,7 +16,7 @@ import asyncpg
 
 from pipeline import db
 from router.flow.keys import FlowKeys
-from router.flow.throttle import Gcra
+from router.flow.pacing import Gcra
 from schemas.workflow_io import RunActivityInput
 
 O_START = "start"

@@ -9,12 +9,12 @@ the place of the start (``router.routing.Routing._start_all`` calls :meth:`Windo
    so an event lands in exactly one window and a closing window's members are final.
    A batch reaching ``max_size`` is closed right there, by count; one whose events'
    bytes would pass its budget with the next event is closed before it, by bytes
-   (``schemas.flow.batch_budget``: Temporal refuses a payload over 2 MiB, and every
+   (``schemas.flow.spec.batch_budget``: Temporal refuses a payload over 2 MiB, and every
    task of the run carries the batch). An event found in
    ``flow_members`` already (a Kafka redelivery, ``ingest replay``) is absorbed: it
    opens no window and joins no batch.
 2. **Signal.** One signal-with-start to the key's window workflow
-   (``schemas.ids.window_workflow_id``; ``workers/flow_window``) carries a note per
+   (``schemas.ids.window_workflow_id``; ``workers/flow``) carries a note per
    window touched; that workflow keeps the timers and starts each closed window's run.
    A redelivered event whose window has not started its run yet is noted again (with
    no new event, so a debounce is not pushed back): the first note may be what the
@@ -51,19 +51,17 @@ from pipeline import db, metrics
 from pipeline.retry import backoff
 from pipeline.starter import ShutdownRequested, StartRejected, outage
 from router.catalog import ActivityCatalog
+from router.flow import metrics as flow_metrics
 from schemas import ids
-from schemas.flow import BatchDef, DebounceDef, batch_budget, json_bytes, key_value
-from schemas.workflow_io import (
+from schemas.flow.io import (
     FLOW_WINDOW_SIGNAL,
     FLOW_WINDOW_WORKFLOW,
-    TRIGGER_EVENT,
-    WINDOW_BATCH,
-    WINDOW_DEBOUNCE,
     FlowWindowInput,
     FlowWindowSignal,
-    RunActivityInput,
     WindowNote,
 )
+from schemas.flow.spec import BatchDef, DebounceDef, batch_budget, json_bytes, key_value
+from schemas.workflow_io import TRIGGER_EVENT, WINDOW_BATCH, WINDOW_DEBOUNCE, RunActivityInput
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -148,7 +146,7 @@ async def assign(
     for the window workflow (empty when every item was absorbed into started windows).
 
     A batch closes by count (``max_size``) or by bytes: before an event that would take
-    its events past :func:`schemas.flow.batch_budget` joins it (that event opens the
+    its events past :func:`schemas.flow.spec.batch_budget` joins it (that event opens the
     next batch), or as soon as they reach it (a single event over the budget is a batch
     of its own, which the worker then dead-letters if no run can carry it).
     """
@@ -327,7 +325,7 @@ class Windows:
             queue.task = asyncio.create_task(self._drain(run.activity_id, key, queue))
         outcome = await asyncio.shield(done)
         if outcome == ASSIGNED and kind == WINDOW_DEBOUNCE:
-            metrics.FLOW_DEBOUNCED.labels(activity=run.activity_id).inc()
+            flow_metrics.FLOW_DEBOUNCED.labels(activity=run.activity_id).inc()
         elif outcome == ABSORBED:
             metrics.DUPLICATES_SUPPRESSED.labels(
                 component=self.component, trigger=TRIGGER_EVENT, layer=metrics.LAYER_FLOW_WINDOW
@@ -385,7 +383,7 @@ class Windows:
             if outage(exc) is None:
                 raise StartRejected(f"window signal {exc.status.name}: {exc.message}") from None
             raise
-        metrics.FLOW_WINDOW_SIGNALS.labels(activity=activity_id).inc()
+        flow_metrics.FLOW_WINDOW_SIGNALS.labels(activity=activity_id).inc()
 
     async def _retry(self, what: str, fn: Callable[[], Awaitable[T]]) -> T:
         delays = backoff()

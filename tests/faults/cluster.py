@@ -21,13 +21,13 @@ from collections.abc import Iterator
 
 import pytest
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from devstack.kafka import Kafka
+from devstack.kafka_cluster import KafkaCluster
+from devstack.kafka_inspect import under_replicated
+from devstack.settings import StackSettings
 
 from pipeline import settings
 from pipeline.clients import ensure_topics, topic_configs
-from pipeline.stack.kafka import Kafka
-from pipeline.stack.kafka_cluster import KafkaCluster
-from pipeline.stack.kafka_inspect import under_replicated
-from pipeline.stack.settings import StackSettings
 from tests.support import ROOT
 from tests.support.net import free_ports
 from tests.support.stack import Topics

@@ -35,9 +35,9 @@ from typing import Any
 import asyncpg
 import orjson
 from aiokafka import AIOKafkaProducer
+from devstack.kafka_cluster import KafkaCluster
 
 from pipeline.kafka import header
-from pipeline.stack.kafka_cluster import KafkaCluster
 from schemas import ids
 from tests.faults import harness as h
 from tests.faults.dashboard import Dashboard

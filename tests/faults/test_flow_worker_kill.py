@@ -24,7 +24,7 @@ import asyncpg
 import pytest
 
 from tests.faults import harness as h
-from tests.integration.permits.flow_handlers import FLOW_VISITS_DDL
+from tests.integration.flow.slot_handlers import FLOW_VISITS_DDL
 from tests.integration.permits.handlers import max_inside
 from tests.support import db
 from tests.support.wait import eventually
@@ -79,7 +79,7 @@ async def _scenario(
     ep = h.Endpoints(stack.kafka, stack.temporal, cfg.database.url.get_secret_value())
     pipe = fault.pipeline(ep, topics, task_queue)
     figures = fault.figures("flow concurrency: worker SIGKILL", events=n, dlq=0, dlq_expected=0)
-    handlers = "tests.integration.permits.flow_handlers"
+    handlers = "tests.integration.flow.slot_handlers"
 
     async def worker(n: int) -> h.Child:
         return await pipe.spawn("worker", INGEST_TASK_HANDLERS=handlers, FLOW_TEST_WORKER=f"w{n}")

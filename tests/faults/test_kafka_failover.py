@@ -20,8 +20,8 @@ from collections import Counter
 from typing import Any
 
 import pytest
+from devstack.kafka_inspect import coordinator, leaders
 
-from pipeline.stack.kafka_inspect import coordinator, leaders
 from tests.faults import harness as h
 from tests.faults.cluster import all_in_sync
 from tests.faults.failover import Ctx, Fault, run

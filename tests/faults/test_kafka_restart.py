@@ -1,7 +1,7 @@
 """Scenario 6: restart a PRIVATE Kafka broker mid-stream.
 
 The shared broker is never touched: this test runs its own KRaft broker
-(``pipeline.stack.kafka.Kafka`` on free ports, data in tmp, the broker jars
+(``devstack.kafka.Kafka`` on free ports, data in tmp, the broker jars
 symlinked from ``.stack/kafka/libs-<version>`` so Maven is not run again). Half the
 events are produced, the broker is stopped while ingress and router work through
 them, restarted, then the other half is produced. Nothing is lost, nothing runs
@@ -14,11 +14,11 @@ import asyncio
 import uuid
 
 import pytest
+from devstack.kafka import Kafka
+from devstack.settings import StackSettings
 
 from pipeline import settings
 from pipeline.clients import ensure_topics
-from pipeline.stack.kafka import Kafka
-from pipeline.stack.settings import StackSettings
 from tests.faults import harness as h
 from tests.support import ROOT, db, kafka
 from tests.support.net import free_ports

@@ -1,7 +1,7 @@
 """Scenario 5: stop a PRIVATE PostgreSQL mid-stream, then restart it.
 
 The shared PostgreSQL is never touched: this test starts its own embedded server
-(``pipeline.stack.postgres.Postgres`` on a free port, data in tmp) and migrates it.
+(``devstack.postgres.Postgres`` on a free port, data in tmp) and migrates it.
 While it is down the router's ledger writes and the worker's bookkeeping
 activities fail and are retried; after the restart everything completes and the
 invariant holds.
@@ -14,10 +14,10 @@ import uuid
 
 import asyncpg
 import pytest
+from devstack.postgres import Postgres
+from devstack.settings import StackSettings
 
 from pipeline import db
-from pipeline.stack.postgres import Postgres
-from pipeline.stack.settings import StackSettings
 from tests.faults import harness as h
 from tests.support import db as seed
 from tests.support.net import free_port

@@ -30,11 +30,11 @@ from typing import Any
 
 import asyncpg
 import pytest
+from devstack.kafka_inspect import leaders
 from temporalio.client import Client
 from temporalio.common import WorkflowIDReusePolicy
 
 from pipeline.kafka import header
-from pipeline.stack.kafka_inspect import leaders
 from schemas.ids import task_workflow_id
 from tests.faults import harness as h
 from tests.faults.cluster import all_in_sync

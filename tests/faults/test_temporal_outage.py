@@ -1,7 +1,7 @@
 """Scenario 4: stop a PRIVATE Temporal dev server mid-stream, then restart it.
 
 The shared stack's Temporal is never touched: this test starts its own dev server
-(``pipeline.stack.temporal.Temporal`` on a free port, SQLite in tmp, so a restart
+(``devstack.temporal.Temporal`` on a free port, SQLite in tmp, so a restart
 keeps history). While it is down the router backs off
 (``pipeline_start_errors_total`` rises) and commits nothing it has not started:
 every committed offset has its ledger row. After the restart it catches up and the
@@ -15,10 +15,10 @@ import time
 import uuid
 
 import pytest
+from devstack.settings import StackSettings
+from devstack.temporal import Temporal
 from temporalio.client import Client
 
-from pipeline.stack.settings import StackSettings
-from pipeline.stack.temporal import Temporal
 from tests.faults import harness as h
 from tests.support import db, kafka
 from tests.support.net import free_port

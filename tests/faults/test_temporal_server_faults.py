@@ -26,11 +26,11 @@ import uuid
 
 import asyncpg
 import pytest
+from devstack.postgres import Postgres
+from devstack.settings import StackSettings
+from devstack.temporal_server import TemporalServer
 from temporalio.client import Client
 
-from pipeline.stack.postgres import Postgres
-from pipeline.stack.settings import StackSettings
-from pipeline.stack.temporal_server import TemporalServer
 from tests.faults import harness as h
 from tests.support import db
 from tests.support.net import free_port

@@ -40,10 +40,10 @@ from typing import Any
 
 import pytest
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from devstack.kafka_cluster import KafkaCluster
+from devstack.kafka_inspect import leaders
 
 from pipeline.clients import topic_configs
-from pipeline.stack.kafka_cluster import KafkaCluster
-from pipeline.stack.kafka_inspect import leaders
 from tests.faults import harness as h
 from tests.faults.cluster import NODES, all_in_sync
 from tests.faults.exactly_once import (

@@ -12,6 +12,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from devstack.settings import StackSettings
+from devstack.temporal import Temporal
 from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
 from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest
 from temporalio.client import (
@@ -23,8 +25,6 @@ from temporalio.client import (
     WorkflowExecutionStatus,
 )
 
-from pipeline.stack.settings import StackSettings
-from pipeline.stack.temporal import Temporal
 from schemas.search_attributes import KEYWORDS
 from tests.support import namespaces
 from tests.support.net import free_port

@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from devstack.kafka import Kafka
+from devstack.settings import StackSettings
 
-from pipeline.stack.kafka import Kafka
-from pipeline.stack.settings import StackSettings
 from replay.session import topic_partitions
 from tests.support import ROOT
 

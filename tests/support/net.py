@@ -30,7 +30,7 @@ def free_port_base(offsets: list[int], lo: int = 20000, hi: int = 32000, tries: 
     """A base port ``P`` such that every ``P + offset`` is free right now.
 
     For a server whose ports are fixed offsets of one setting (the real Temporal
-    server's: ``pipeline.stack.temporal_server``). All of them are held bound while
+    server's: ``devstack.temporal_server``). All of them are held bound while
     checked, as in :func:`free_ports`.
     """
     import random

@@ -51,8 +51,9 @@ def private_server(home: Path, dynamic_config: tuple[str, ...] = ()) -> Iterator
     own ``Temporal`` service with ``INGEST_STACK_TEMPORAL_DYNAMIC_CONFIG``-style
     ``KEY=VALUE`` pairs; yields its address and stops it at the end. The shared stack
     is never touched."""
-    from pipeline.stack.settings import StackSettings
-    from pipeline.stack.temporal import Temporal
+    from devstack.settings import StackSettings
+    from devstack.temporal import Temporal
+
     from tests.support.net import free_port
 
     cfg = StackSettings(

@@ -1,4 +1,4 @@
-"""A private real Temporal server (``pipeline.stack.temporal_server``) for one test.
+"""A private real Temporal server (``devstack.temporal_server``) for one test.
 
 It runs on free ports, with databases of its own (``t_<hex>`` and
 ``t_<hex>_visibility``) on the stack's PostgreSQL or on a private one, so a test may
@@ -13,9 +13,9 @@ import uuid
 from pathlib import Path
 
 import asyncpg
+from devstack.settings import StackSettings
+from devstack.temporal_server import TemporalServer, databases, port_offsets
 
-from pipeline.stack.settings import StackSettings
-from pipeline.stack.temporal_server import TemporalServer, databases, port_offsets
 from tests.support.net import free_port, free_port_base
 
 

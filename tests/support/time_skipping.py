@@ -4,7 +4,7 @@
 the internet by default. This runs the same server (the Java SDK's
 ``io.temporal:temporal-test-server``) with the machine's Java 17 instead, from
 jars Maven fetches once into ``.cache/`` (git-ignored), as the local Kafka's
-broker jars are fetched (``pipeline.stack.maven``). A small wrapper script is the
+broker jars are fetched (``devstack.maven``). A small wrapper script is the
 executable the SDK starts with the port as its argument
 (``test_server_existing_path``).
 """
@@ -17,12 +17,12 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
+from devstack.maven import copy_jars
+from devstack.procs import StackError
 from temporalio.api.enums.v1 import IndexedValueType
 from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest
 from temporalio.testing import WorkflowEnvironment
 
-from pipeline.stack.maven import copy_jars
-from pipeline.stack.procs import StackError
 from schemas.search_attributes import KEYWORDS
 from tests.support import ROOT
 

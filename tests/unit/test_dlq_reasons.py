@@ -12,7 +12,7 @@ from pathlib import Path
 from ingress.service import DLQ_REASONS as INGRESS
 from relay.refusals import DLQ_REASONS as RELAY
 from router.service import DLQ_REASONS as ROUTER
-from workers.flow_window.dead_letters import DLQ_REASONS as WINDOWS
+from workers.flow.window_dead_letters import DLQ_REASONS as WINDOWS
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "message-formats.md"
 

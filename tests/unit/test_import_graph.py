@@ -26,7 +26,10 @@ PACKAGES = (
     "scheduler",
     "definitions",
     "ops",
+    "devstack",
 )
+# Where a package lives when not at the root: the dev stack is a distribution of its own.
+HOMES = {"devstack": Path("stack/devstack")}
 
 
 # Bottom to top; a package imports only packages of lower layers (and itself).
@@ -36,6 +39,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("ingress", "router", "relay", "workers", "definitions"),
     ("replay", "scheduler"),
     ("ops",),
+    ("devstack",),  # a dev tool: only `ingest stack` (app) and the tests use it
     ("app",),
 )
 RANK = {pkg: i for i, layer in enumerate(LAYERS) for pkg in layer}
@@ -44,8 +48,9 @@ RANK = {pkg: i for i, layer in enumerate(LAYERS) for pkg in layer}
 def _modules() -> dict[str, Path]:
     mods = {}
     for pkg in PACKAGES:
-        for f in (ROOT / pkg).rglob("*.py"):
-            parts = list(f.relative_to(ROOT).with_suffix("").parts)
+        home = ROOT / HOMES.get(pkg, Path(pkg))
+        for f in home.rglob("*.py"):
+            parts = [pkg, *f.relative_to(home).with_suffix("").parts]
             mods[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = f
     return mods
 

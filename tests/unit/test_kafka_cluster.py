@@ -5,12 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from devstack.kafka import Kafka
+from devstack.kafka_cluster import KafkaCluster, stack_kafka
+from devstack.procs import StackError
+from devstack.settings import StackSettings
 
 from pipeline.clients import topic_configs
-from pipeline.stack.kafka import Kafka
-from pipeline.stack.kafka_cluster import KafkaCluster, stack_kafka
-from pipeline.stack.procs import StackError
-from pipeline.stack.settings import StackSettings
 from tests.support.net import free_ports
 
 

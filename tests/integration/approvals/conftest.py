@@ -3,7 +3,7 @@ an activity whose first task is an approval, and helpers to wait on its state.
 
 Temporal here is a PRIVATE dev server (in memory, free port, no UI), started once
 per session by the ``private_temporal`` fixture through the stack's own service
-(``tests.support.temporal.private_server``: ``pipeline.stack.temporal.Temporal`` with
+(``tests.support.temporal.private_server``: ``devstack.temporal.Temporal`` with
 ``StackSettings.temporal_dynamic_config``), and the ``temporal`` client fixture is
 overridden to point at it:
 

@@ -15,7 +15,7 @@ import asyncio
 import orjson
 from temporalio.client import WorkflowExecutionStatus, WorkflowHandle
 
-from workers.approvals.flow import CARRIED_REMINDERS
+from workers.approvals.machine import CARRIED_REMINDERS
 
 from .conftest import approval_task, decide, events, replays, start_approval_run, state
 

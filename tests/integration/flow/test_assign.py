@@ -14,7 +14,7 @@ from router.flow.windows import (
     open_windows,
     prune,
 )
-from schemas.flow import BatchDef, DebounceDef
+from schemas.flow.spec import BatchDef, DebounceDef
 from tests.integration.flow.support import seed_flow_activity, windows
 
 

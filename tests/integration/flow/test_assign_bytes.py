@@ -10,9 +10,9 @@ import orjson
 import pytest
 
 from router.flow.windows import ABSORBED, ASSIGNED, _Item, assign, open_windows, prune
-from schemas.flow import BatchDef, DebounceDef, json_bytes
+from schemas.flow.spec import BatchDef, DebounceDef, json_bytes
 from tests.integration.flow.support import seed_flow_activity, windows
-from workers.flow_window import dead_letters
+from workers.flow import window_dead_letters as dead_letters
 
 
 def _items(sizes: dict[str, int], start: int = 0) -> list[_Item]:
@@ -80,7 +80,7 @@ async def test_an_event_over_the_budget_is_a_batch_of_its_own(db_pool):
 async def test_the_budget_is_shared_by_the_tasks_and_max_size_still_counts(
     db_pool, monkeypatch: pytest.MonkeyPatch
 ):
-    monkeypatch.setattr("schemas.flow.WINDOW_MAX_BYTES", 20_000)
+    monkeypatch.setattr("schemas.flow.spec.WINDOW_MAX_BYTES", 20_000)
     batch = BatchDef(max_size=2, timeout=60)
     # 1 + 3 tasks (count): every task carries the batch, so each batch holds 5,000 bytes
     tasks = [{"type": "noop"}, {"type": "noop", "count": 3}]
@@ -98,7 +98,7 @@ async def test_the_budget_is_shared_by_the_tasks_and_max_size_still_counts(
         (["c", "d"], "full"),
         (["e"], None),
     ]
-    monkeypatch.setattr("schemas.flow.WINDOW_MAX_BYTES", 12_000)  # 3,000 per batch now
+    monkeypatch.setattr("schemas.flow.spec.WINDOW_MAX_BYTES", 12_000)  # 3,000 per batch now
     await assign(db_pool, aid, "k", "batch", batch, _items({"f": 3_000}, 5))
     assert [(w["members"], w["closed_by"]) for w in await windows(db_pool, aid)][2:] == [
         (["e"], "bytes"),  # "f" would take it over 3,000

@@ -22,7 +22,7 @@ from tests.support import db, kafka
 from tests.support.routing import route_until_committed
 from tests.support.runs import worker_factory
 from tests.support.wait import eventually, quiet
-from workers.flow_window.part import flow_window_part
+from workers.flow.part import flow_part
 from workers.parts import core_part
 
 BATCH = {"batch": {"max_size": 10, "timeout": "2s"}}
@@ -46,7 +46,7 @@ async def test_25_events_make_batches_of_10_10_and_5_and_a_replay_makes_none(
     await _produce(cfg, etype, evs)
     tag = uuid.uuid4().hex[:8]
     worker = worker_factory(cfg, temporal, db_pool)
-    async with worker(parts=(core_part, flow_window_part)):
+    async with worker(parts=(core_part, flow_part)):
         live = await route_until_committed(
             cfg, RouterSettings(group=f"live-{tag}", commit_interval_ms=100), temporal, db_pool
         )

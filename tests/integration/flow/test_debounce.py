@@ -10,7 +10,7 @@ import uuid
 
 from aiokafka import AIOKafkaProducer
 
-from pipeline import metrics as m
+from router.flow import metrics as m
 from router.settings import RouterSettings
 from schemas import ids
 from tests.integration.flow.support import (
@@ -22,7 +22,7 @@ from tests.integration.flow.support import (
 from tests.support import db, kafka
 from tests.support.runs import worker_factory
 from tests.support.wait import eventually, quiet
-from workers.flow_window.part import flow_window_part
+from workers.flow.part import flow_part
 from workers.parts import core_part
 
 
@@ -60,7 +60,7 @@ async def test_a_burst_gives_one_run_with_the_last_event_per_key(cfg, temporal, 
     signals = _signals(aid)
     debounced = m.FLOW_DEBOUNCED.labels(activity=aid)._value.get()  # type: ignore[attr-defined]
     worker = worker_factory(cfg, temporal, db_pool)
-    async with worker(parts=(core_part, flow_window_part)):
+    async with worker(parts=(core_part, flow_part)):
         router, shutdown, task = await _router(cfg, temporal, db_pool, f"g-{tag}")
         try:
             # no customer: an error on the event, never a silent null key
@@ -110,7 +110,7 @@ async def test_max_wait_runs_a_steady_stream_every_max_wait(cfg, temporal, db_po
     tag = uuid.uuid4().hex[:8]
     evs = [f"s-{tag}-{i}" for i in range(32)]
     worker = worker_factory(cfg, temporal, db_pool)
-    async with worker(parts=(core_part, flow_window_part)):
+    async with worker(parts=(core_part, flow_part)):
         _, shutdown, task = await _router(cfg, temporal, db_pool, f"g-{tag}")
         try:
             t0 = time.monotonic()

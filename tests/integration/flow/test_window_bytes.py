@@ -26,7 +26,7 @@ from tests.support.outbox import read_committed, running_relay
 from tests.support.routing import route_until_committed
 from tests.support.runs import worker_factory
 from tests.support.wait import eventually
-from workers.flow_window.part import flow_window_part
+from workers.flow.part import flow_part
 from workers.parts import core_part
 
 PAD = 30_000  # bytes of random hex per event: about 30 KB of JSON each
@@ -86,7 +86,7 @@ async def test_100_events_of_30_kb_close_by_bytes_and_all_run(cfg, temporal, db_
     evs, sent = await _burst(cfg, etype, "w")
     assert len({p for p, _ in sent}) == 1
     worker = worker_factory(cfg, temporal, db_pool)
-    async with worker(parts=(core_part, flow_window_part)):
+    async with worker(parts=(core_part, flow_part)):
         await _route(cfg, temporal, db_pool)
         await _settled(temporal, db_pool, aid)
         states = await _states(db_pool, aid)
@@ -133,7 +133,7 @@ async def test_a_member_no_run_can_carry_goes_to_the_dlq_and_the_others_run(cfg,
     too_large = _dead("window_too_large")
     worker = worker_factory(cfg, temporal, db_pool)
     try:
-        async with running_relay(cfg), worker(parts=(core_part, flow_window_part)):
+        async with running_relay(cfg), worker(parts=(core_part, flow_part)):
             await _route(cfg, temporal, db_pool)
             await _settled(temporal, db_pool, aid)
             (dead,) = await read_committed(cfg.kafka.bootstrap_servers, cfg.kafka.dlq_topic, 1, 60)
@@ -175,14 +175,14 @@ async def test_a_window_temporal_refuses_goes_to_the_dlq_member_by_member(
     """With the byte budget and the worker's own check lifted (a window assigned before
     them, or a server whose blob limit is lower than the SDK's), Temporal refuses the
     3 MB start for good: every member goes to the DLQ, none is lost or retried for ever."""
-    monkeypatch.setattr("schemas.flow.WINDOW_MAX_BYTES", 100_000_000, raising=False)
-    monkeypatch.setattr("schemas.flow.BLOB_LIMIT", 100_000_000, raising=False)
+    monkeypatch.setattr("schemas.flow.spec.WINDOW_MAX_BYTES", 100_000_000, raising=False)
+    monkeypatch.setattr("schemas.flow.spec.BLOB_LIMIT", 100_000_000, raising=False)
     etype = f"t.bytes.{uuid.uuid4().hex[:6]}"
     aid = await seed_flow_activity(db_pool, etype, BATCH)
     evs, sent = await _burst(cfg, etype, "r")
     refused = _dead("window_start_refused")
     worker = worker_factory(cfg, temporal, db_pool)
-    async with running_relay(cfg), worker(parts=(core_part, flow_window_part)):
+    async with running_relay(cfg), worker(parts=(core_part, flow_part)):
         await _route(cfg, temporal, db_pool)
         await _settled(temporal, db_pool, aid)
         dead = await read_committed(cfg.kafka.bootstrap_servers, cfg.kafka.dlq_topic, 100, 90)

@@ -11,7 +11,7 @@ from selenium.webdriver.common.by import By
 
 from router.flow.keys import read_keys
 from router.flow.store import FlowStore
-from schemas.flow import FlowDef
+from schemas.flow.spec import FlowDef
 from schemas.workflow_io import RunActivityInput
 from tests.support import db
 

@@ -16,13 +16,13 @@ import sys
 import uuid
 
 import pytest
+from devstack.kafka import Kafka
+from devstack.settings import StackSettings
 
 from ingress.records import restamper
 from ingress.settings import load_ingress_settings
 from pipeline import kafka as pipeline_kafka
 from pipeline.settings import KafkaSettings, build
-from pipeline.stack.kafka import Kafka
-from pipeline.stack.settings import StackSettings
 from replay.dlq import DlqRedriver
 from replay.topic import Replayer, ReplayRange
 from router.settings import RouterSettings
@@ -133,7 +133,7 @@ async def test_a_router_without_the_codec_exits_1_with_one_line_and_commits_noth
     replay = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "replay.cli",
+        "app.commands.replay",
         "--from-offset",
         "0",
         "--dry-run",

@@ -1,4 +1,4 @@
-"""The stack's real Temporal server (``pipeline/stack/temporal_server.py``), for real:
+"""The stack's real Temporal server (``stack/devstack/temporal_server.py``), for real:
 its dynamic config passes the server's own check, and a private server in the single
 shape runs a workflow that its web UI then lists. (The split shape and its faults:
 ``tests/faults/test_temporal_server_faults.py``.)"""
@@ -13,11 +13,11 @@ from urllib.parse import quote
 
 import httpx
 import yaml
+from devstack.temporal_server import dynamic_config
 from temporalio import workflow
 from temporalio.client import Client
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
-from pipeline.stack.temporal_server import dynamic_config
 from tests.support.temporal_server import discard, private_server
 
 

@@ -36,22 +36,17 @@ from temporalio.worker import Replayer
 from definitions import store
 from schemas.converter import DATA_CONVERTER
 from schemas.definitions import ActivityDef, EventTrigger, TaskDef
-from schemas.flow import FlowDef
+from schemas.flow.io import FlowAcquired, FlowAcquireInput
+from schemas.flow.spec import FlowDef
 from schemas.ids import task_workflow_id
-from schemas.workflow_io import (
-    FixRequest,
-    FixState,
-    FlowAcquired,
-    FlowAcquireInput,
-    RunActivityInput,
-    RunActivityResult,
-)
+from schemas.workflow_io import FixRequest, FixState, RunActivityInput, RunActivityResult
 from tests.support.runs import event_run, insert_activity, registry_with, start_run
 from tests.support.wait import eventually
+from workers.flow.part import flow_part
+from workers.flow.slot_activities import FlowActivities
 from workers.handlers import TaskContext
 from workers.parts import CORE_WORKFLOW_MODULES, PartDeps, WorkerPart, core_part
 from workers.permits.activities import PermitActivities
-from workers.permits.flow_activities import FlowActivities
 from workers.permits.part import permit_part
 from workers.run_workflow import RunActivityWorkflow
 from workers.sandbox import workflow_runner
@@ -147,7 +142,9 @@ async def test_a_nul_in_the_payload_fails_the_tasks_and_the_run_and_frees_its_sl
     poison = event_run(activity_id, data={"k": "a", "text": "bad\u0000byte"})
     clean = event_run(activity_id, data={"k": "a", "text": "fine"})
     queue = cfg.temporal.task_queue
-    async with worker(registry=registry_with(record=record), parts=(core_part, permit_part)):
+    async with worker(
+        registry=registry_with(record=record), parts=(core_part, permit_part, flow_part)
+    ):
         loop = asyncio.get_running_loop()
         began = loop.time()
         result = await _result(temporal, poison, queue)

@@ -120,16 +120,39 @@ def _dashboard_exprs() -> list[str]:
     ]
 
 
+def shipped_packages() -> list[str]:
+    """The packages pyproject ships (every process's code), e.g. ``router``."""
+    conf = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    include = conf["tool"]["setuptools"]["packages"]["find"]["include"]
+    return sorted(p.rstrip("*") for p in include)
+
+
+def metric_files() -> list[Path]:
+    """Every module that declares metrics: ``pipeline/metrics.py`` (what every process
+    shares) and each feature's own ``metrics.py`` (e.g. ``router/flow/metrics.py``)."""
+    files = [f for pkg in shipped_packages() for f in (ROOT / pkg).rglob("metrics.py")]
+    assert ROOT / "pipeline" / "metrics.py" in files
+    return sorted(files)
+
+
+def metric_modules() -> list[Any]:
+    """:func:`metric_files`, imported."""
+    return [
+        importlib.import_module(".".join(f.relative_to(ROOT).with_suffix("").parts))
+        for f in metric_files()
+    ]
+
+
 @cache
 def defined_metrics() -> dict[str, tuple[str, frozenset[str]]]:
-    """``{exported name: (kind, label names)}`` parsed from pipeline/metrics.py.
+    """``{exported name: (kind, label names)}`` parsed from every :func:`metric_files`.
 
     Parsed, not imported, so the check needs no process-wide registry and sees
     exactly the literals the code passes to prometheus_client.
     """
-    tree = ast.parse((ROOT / "pipeline" / "metrics.py").read_text())
     found: dict[str, tuple[str, frozenset[str]]] = {}
-    for node in ast.walk(tree):
+    nodes = [n for f in metric_files() for n in ast.walk(ast.parse(f.read_text()))]
+    for node in nodes:
         if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)):
             continue
         kind = node.func.id

@@ -35,6 +35,7 @@ from tests.unit.deploy.assets import (
     _alert_rules,
     _dashboard_exprs,
     defined_metrics,
+    metric_modules,
     resolve_metric,
 )
 
@@ -161,12 +162,13 @@ def referenced() -> list[Ref]:
 
 
 def _metric_names() -> dict[str, str]:
-    """``{attribute in pipeline.metrics: defined (exported) name}``."""
+    """``{attribute in a metrics module: defined (exported) name}``."""
     out = {}
-    for attr, obj in vars(metrics).items():
-        if isinstance(obj, metrics.MetricWrapperBase):
-            (family,) = obj.describe()
-            out[attr] = family.name + ("_total" if family.type == "counter" else "")
+    for module in metric_modules():
+        for attr, obj in vars(module).items():
+            if isinstance(obj, metrics.MetricWrapperBase):
+                (family,) = obj.describe()
+                out[attr] = family.name + ("_total" if family.type == "counter" else "")
     return out
 
 
@@ -181,11 +183,11 @@ def used_metrics(component: str) -> frozenset[str]:
                 if (
                     isinstance(node, ast.Attribute)
                     and isinstance(node.value, ast.Name)
-                    and node.value.id == "metrics"
+                    and node.value.id in ("metrics", "flow_metrics")
                     and node.attr in names
                 ):
                     used.add(names[node.attr])
-                elif isinstance(node, ast.ImportFrom) and node.module == "pipeline.metrics":
+                elif isinstance(node, ast.ImportFrom) and (node.module or "").endswith("metrics"):
                     used.update(names[a.name] for a in node.names if a.name in names)
     return frozenset(used)
 
@@ -194,7 +196,8 @@ def _data_labelled() -> frozenset[str]:
     names = _metric_names()
     return frozenset(
         names[attr]
-        for attr, obj in vars(metrics).items()
+        for module in metric_modules()
+        for attr, obj in vars(module).items()
         if isinstance(obj, metrics.MetricWrapperBase) and obj in metrics.DATA_LABELLED
     )
 

@@ -1,4 +1,4 @@
-"""``pipeline.command.Command``: a declared subcommand becomes the argparse parser."""
+"""``app.command.Command``: a declared subcommand becomes the argparse parser."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import argparse
 import pytest
 
 from app.cli import build_parser
-from pipeline.command import Command
+from app.command import Command
 
 
 def _run_a(args: argparse.Namespace) -> int:

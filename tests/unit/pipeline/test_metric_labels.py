@@ -20,13 +20,13 @@ from __future__ import annotations
 
 import ast
 import re
-import tomllib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from pipeline import metrics
 from tests.support import ROOT
+from tests.unit.deploy.assets import metric_modules, shipped_packages
 
 # Every label name a metric may have, and why its values are bounded.
 BOUNDED_LABELS = {
@@ -118,13 +118,6 @@ _TRANSPARENT = frozenset({"str", "sorted", "list", "set", "frozenset", "tuple"})
 _STRING_METHODS = frozenset({"lower", "upper", "strip", "decode", "encode"})
 _MAPPING_METHODS = frozenset({"get", "values", "keys", "items", "pop", "setdefault"})
 _CONSTANT = re.compile(r"_?[A-Z][A-Z0-9_]*")
-
-
-def shipped_packages() -> list[str]:
-    """The packages pyproject ships (every process's code), e.g. ``router``."""
-    conf = tomllib.loads((ROOT / "pyproject.toml").read_text())
-    include = conf["tool"]["setuptools"]["packages"]["find"]["include"]
-    return sorted(p.rstrip("*") for p in include)
 
 
 @dataclass(frozen=True)
@@ -280,7 +273,8 @@ def _scan_snippet(code: str) -> list[str]:
 def test_every_metric_label_has_a_bounded_domain() -> None:
     declared = {
         name: obj
-        for name, obj in vars(metrics).items()
+        for module in metric_modules()
+        for name, obj in vars(module).items()
         if isinstance(obj, metrics.MetricWrapperBase)
     }
     assert len(declared) >= 30, "pipeline.metrics should declare every metric"

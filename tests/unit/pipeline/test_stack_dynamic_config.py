@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from devstack.settings import StackSettings
 from pydantic import ValidationError
-
-from pipeline.stack.settings import StackSettings
 
 KEY = "limit.historyCount.suggestContinueAsNew"
 

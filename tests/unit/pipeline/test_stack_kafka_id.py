@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 
-from pipeline.stack.kafka import _kafka_cluster_id
+from devstack.kafka import _kafka_cluster_id
 
 
 def test_an_id_starting_with_a_dash_is_drawn_again() -> None:

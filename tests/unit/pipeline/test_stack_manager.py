@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import pytest
-
-from pipeline.stack.manager import topics_line
+from devstack.manager import topics_line
 
 TOPICS = ["ingest.raw", "ingest.events", "ingest.dlq", "ingest.tasks"]
 

@@ -1,5 +1,5 @@
 """The real Temporal server's stack mode, as pure logic: process plan, ports, config,
-and the one line a missing or too-old Go gives (pipeline/stack/temporal_*.py)."""
+and the one line a missing or too-old Go gives (stack/devstack/temporal_*.py)."""
 
 from __future__ import annotations
 
@@ -7,11 +7,10 @@ import stat
 from pathlib import Path
 
 import pytest
-
-from pipeline.stack import temporal_build
-from pipeline.stack.procs import StackError
-from pipeline.stack.settings import StackSettings
-from pipeline.stack.temporal_server import databases, grpc_port, plan, server_config
+from devstack import temporal_build
+from devstack.procs import StackError
+from devstack.settings import StackSettings
+from devstack.temporal_server import databases, grpc_port, plan, server_config
 
 
 def _cfg(**kw: object) -> StackSettings:
@@ -112,7 +111,7 @@ def test_a_bad_version_or_shape_is_refused_naming_the_setting(monkeypatch):
 
 
 def test_dynamic_config_pairs_land_in_the_servers_file():
-    from pipeline.stack.temporal_server import dynamic_config
+    from devstack.temporal_server import dynamic_config
 
     pairs = ("limit.historyCount.suggestContinueAsNew=40", 'frontend.namespaceRPS="x"')
     values = dynamic_config(_cfg(temporal_dynamic_config=pairs))

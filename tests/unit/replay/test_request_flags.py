@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from app.cli import build_parser
-from replay.cli import _request
+from app.commands.replay import _request
 from replay.dlq import DLQ_GROUP
 from replay.request import ReplayRequest
 

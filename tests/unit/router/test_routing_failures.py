@@ -18,7 +18,7 @@ from aiokafka.structs import ConsumerRecord
 from pipeline.starter import STARTED
 from router.budget import InFlightBytes, record_bytes
 from router.routing import R_ROUTE_FAILED, R_RUN_TOO_LARGE, RoutePlanner, Routing
-from schemas.flow import RunShape
+from schemas.flow.spec import RunShape
 
 AID = "7d0c9f7e-2d0b-4a8e-9d1e-6f3c2b1a0d01"
 

@@ -21,8 +21,7 @@ from temporalio.client import WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
-from schemas.ids import window_workflow_id
-from schemas.workflow_io import (
+from schemas.flow.io import (
     CloseWindowInput,
     CloseWindowResult,
     FlowWindowInput,
@@ -30,8 +29,9 @@ from schemas.workflow_io import (
     OpenWindow,
     WindowNote,
 )
-from workers.flow_window.part import WORKFLOW_MODULES
-from workers.flow_window.workflow import FlowWindowWorkflow
+from schemas.ids import window_workflow_id
+from workers.flow.part import WORKFLOW_MODULES
+from workers.flow.window import FlowWindowWorkflow
 from workers.sandbox import workflow_runner
 
 AID = str(uuid.uuid4())

@@ -1,0 +1,161 @@
+"""``ingest activities apply|list``: activity definitions in, and out.
+
+``apply`` validates the whole file before writing anything (exit 2 naming each
+bad field, and each task type no worker handler serves: the worker's registry is
+asked here, in the command, so :mod:`definitions.files` stays free of it), upserts
+every activity in one transaction, then reconciles the schedules (``--no-sync``
+to skip). ``dedupe_key_strategy`` is stored and listed, never read at run time
+(it is legacy metadata of the idempotency contract: content dedupe belongs to a
+task's ``idempotency_key``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import asyncpg
+import orjson
+
+from app.client_flags import add_connection_flags, run_with_pool
+from app.command import Command
+from pipeline import settings
+from pipeline.clients import Unreachable
+from schemas.definitions import ActivityFile
+
+
+async def _apply_permits(pool: asyncpg.Pool, parsed: ActivityFile, file: str) -> int:
+    """Permit resources (workers.permits.apply): check references, then upsert."""
+    from workers.permits.apply import UnknownResources, apply_resources, check_references
+
+    try:
+        await check_references(pool, parsed)
+    except UnknownResources as exc:
+        for problem in exc.problems:
+            print(f"{file}: {problem}", file=sys.stderr)
+        return 2
+    for line in await apply_resources(pool, parsed):
+        print(line)
+    return 0
+
+
+def _known_task_types(handlers: str | None) -> list[str]:
+    """The task types a worker runs with these handlers (``--handlers`` or
+    ``INGEST_TASK_HANDLERS``, plus entry points and built-ins); ConfigError if bad."""
+    from workers.handlers.registry import known_task_types
+    from workers.settings import load_worker_settings
+
+    return known_task_types(load_worker_settings(task_handlers=handlers).task_handlers)
+
+
+def _warn_run_sizes(file: str, parsed: ActivityFile) -> None:
+    """A warning per event activity whose run cannot carry an event of the largest size
+    ingress forwards (``INGEST_MAX_EVENT_BYTES``): such events are dead-lettered
+    ``run_too_large`` by the router, the smaller ones run. A warning, not a refusal: at
+    the default 1 MB limit every activity of 3 tasks or more would be refused."""
+    from definitions import files
+    from router.settings import load_router_settings
+
+    limit = load_router_settings().max_event_bytes
+    for i, act in enumerate(parsed.activities):
+        if (problem := files.run_size_problem(act, limit)) is not None:
+            print(
+                f"{file}: warning: activities[{i}].tasks: {problem}; larger events go to the"
+                " DLQ as run_too_large",
+                file=sys.stderr,
+            )
+
+
+def _apply(args: argparse.Namespace) -> int:
+    from app.commands.schedules import sync_and_print
+    from definitions import files, store
+
+    try:
+        parsed = files.load(Path(args.file))
+        files.check_task_types(parsed, _known_task_types(args.handlers))
+    except files.FileError as exc:
+        for problem in exc.problems:
+            print(f"{args.file}: {problem}", file=sys.stderr)
+        return 2
+    _warn_run_sizes(args.file, parsed)
+
+    async def work(cfg: settings.Settings, pool: asyncpg.Pool) -> int:
+        if (code := await _apply_permits(pool, parsed, args.file)) != 0:
+            return code
+        results = await store.upsert(pool, list(parsed.activities))
+        for act, result in zip(parsed.activities, results, strict=True):
+            print(f"{result:<8} activity {act.id} ({act.name})")
+        if args.no_sync:
+            return 0
+        try:
+            return await sync_and_print(cfg, pool)
+        except Unreachable as exc:
+            print(
+                f"activities saved, schedules NOT synced: {exc}; run `ingest schedules sync`",
+                file=sys.stderr,
+            )
+            return 1
+
+    return run_with_pool(args, work, "activities apply")
+
+
+def _list(args: argparse.Namespace) -> int:
+    from definitions import store
+
+    async def work(cfg: settings.Settings, pool: asyncpg.Pool) -> int:
+        rows = [store.to_json(r) for r in await store.all_rows(pool)]
+        if args.json:
+            print(orjson.dumps(rows, option=orjson.OPT_INDENT_2).decode())
+            return 0
+        print(f"{'ID':<36}  {'NAME':<24}  {'ENABLED':<7}  {'TRIGGER':<40}  DEDUPE_KEY_STRATEGY")
+        for r in rows:
+            t = r["trigger"]
+            trig = (
+                f"event {t['event_type']}"
+                if t["type"] == "event"
+                else f"cron {t['cron']} {t.get('timezone', 'UTC')} {t.get('misfire_policy')}"
+            )
+            print(
+                f"{r['id']:<36}  {r['name'][:24]:<24}  {r['enabled']!s:<7}  {trig[:40]:<40}  "
+                f"{r['dedupe_key_strategy'] or '-'}"
+            )
+        return 0
+
+    return run_with_pool(args, work, "activities list")
+
+
+def _apply_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("file", help="path to a .json, .yaml or .yml file")
+    p.add_argument("--no-sync", action="store_true", help="do not touch Temporal Schedules")
+    p.add_argument(
+        "--handlers",
+        help="the workers' extra task handlers 'mod:func,mod2', to check task types against "
+        "(env INGEST_TASK_HANDLERS)",
+    )
+    add_connection_flags(p)
+
+
+def _list_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--json", action="store_true", help="JSON, every stored field")
+    add_connection_flags(p)
+
+
+COMMAND = Command(
+    "activities",
+    help="apply or list activity definitions",
+    actions=(
+        Command(
+            "apply",
+            help="validate a JSON/YAML file of activities, upsert them, sync schedules",
+            description="Validate FILE ({'activities': [...]}) completely, then upsert every "
+            "activity and reconcile the Temporal Schedules of cron activities. Exit 2 "
+            "naming each bad field (e.g. activities[1].trigger.misfire_policy, or a task "
+            "type no handler serves: built-ins, entry points, INGEST_TASK_HANDLERS) without "
+            "writing anything.",
+            run=_apply,
+            flags=_apply_flags,
+        ),
+        Command("list", help="list activities (table, or --json)", run=_list, flags=_list_flags),
+    ),
+)

@@ -1,0 +1,103 @@
+"""``ingest ops``: the operator API and web console."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+
+from app.command import Command
+from app.flags import add_flags, overrides
+from pipeline import logs, settings
+from pipeline.clients import Unreachable
+from pipeline.runtime import Shutdown
+
+_DESCRIPTION = """\
+Serve the operator API and its web console (http://INGEST_OPS_HOST:INGEST_OPS_PORT/,
+default 127.0.0.1:8080; OpenAPI docs at /docs) and /metrics, /healthz, /readyz on
+INGEST_METRICS_PORT (default 9403).
+
+Every /api endpoint requires "Authorization: Bearer <INGEST_OPS_TOKEN>" (set the
+token in the environment, never on the command line). Without a token the service
+refuses to start, unless it binds to 127.0.0.1 and --insecure-local is given.
+
+Endpoints: GET /api/runs, GET /api/runs/{run_id}, GET /api/tasks?status=pending_fix,
+POST /api/tasks/{task_id}/fix|skip|abort, GET /api/dlq (within
+INGEST_OPS_DLQ_PEEK_MAX_BYTES, reading at most INGEST_OPS_DLQ_PEEK_READ_MAX_BYTES),
+GET /api/dlq/{partition}/{offset} (one message's header values), POST /api/replay (dry
+run unless dry_run is false). Stops cleanly on SIGTERM."""
+
+
+async def _main(cfg: settings.Settings, ops: object) -> int:
+    from ops.service import run_ops
+
+    shutdown = Shutdown()
+    shutdown.install()
+    return await run_ops(cfg, ops, shutdown)  # type: ignore[arg-type]
+
+
+_FLAGS = (
+    "metrics_port",
+    "temporal_address",
+    "namespace",
+    "task_queue",
+    "database_url",
+    "bootstrap_servers",
+    "events_topic",
+    "dlq_topic",
+)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from ops.settings import load_ops_settings, startup_problem
+
+    cfg = settings.load_settings(
+        "ops",
+        **overrides(args, *_FLAGS),
+    )
+    ops = load_ops_settings(host=args.host, port=args.port)
+    problem = startup_problem(ops, args.insecure_local)
+    if problem is not None:
+        print(f"ingest ops: refusing to start: {problem}", file=sys.stderr)
+        return 2
+    logs.setup(cfg.process.log_level, cfg.process.log_format, "ops")
+    try:
+        return asyncio.run(_main(cfg, ops))
+    except Unreachable as exc:
+        print(f"ingest ops: {exc}", file=sys.stderr)
+        return 1
+    except OSError as exc:  # the API port is taken (a taken metrics port is a BindError)
+        reason = exc.strerror or str(exc)
+        print(
+            f"ingest ops: INGEST_OPS_PORT={ops.port}: cannot listen on {ops.host}:{ops.port}: "
+            f"{reason} (set INGEST_OPS_PORT to a free port)",
+            file=sys.stderr,
+        )
+        return 2
+
+
+def _flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--host", help="bind address (env INGEST_OPS_HOST, default 127.0.0.1)")
+    p.add_argument("--port", type=int, help="API/console port (env INGEST_OPS_PORT, default 8080)")
+    p.add_argument(
+        "--insecure-local",
+        action="store_true",
+        help="allow running without INGEST_OPS_TOKEN (only when bound to 127.0.0.1)",
+    )
+    add_flags(
+        p,
+        *_FLAGS,
+        metrics_port="/metrics port (env INGEST_METRICS_PORT, 9403)",
+        task_queue="workers' task queue, for replays (TEMPORAL_TASK_QUEUE)",
+        events_topic="events topic, for replays (KAFKA_EVENTS_TOPIC)",
+    )
+
+
+COMMAND = Command(
+    "ops",
+    help="serve the operator API and web console (fix/skip/abort paused tasks, DLQ, replay)",
+    description=_DESCRIPTION,
+    run=_run,
+    flags=_flags,
+    preformatted=True,
+)

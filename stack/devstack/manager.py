@@ -1,0 +1,150 @@
+"""``ingest stack up | down | status | build``: the local stack of real services.
+
+The command itself (its flags and --help) is :mod:`app.commands.stack`, which calls
+:func:`run`.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+
+from devstack.kafka import Kafka
+from devstack.kafka_cluster import KafkaCluster, stack_kafka
+from devstack.postgres import Postgres
+from devstack.procs import StackError
+from devstack.settings import HOST, StackSettings
+from devstack.temporal import Temporal
+from devstack.temporal_server import TemporalServer
+from pipeline.settings import build
+
+Services = list[tuple[str, Kafka | KafkaCluster | Temporal | TemporalServer | Postgres]]
+
+
+def stack_temporal(cfg: StackSettings) -> Temporal | TemporalServer:
+    """The stack's Temporal: the real server when ``INGEST_STACK_TEMPORAL=server``, or
+    when this stack started one and no dev server (so ``status`` finds it whatever the
+    setting says now); else the dev server."""
+    server = TemporalServer(cfg)
+    if cfg.temporal == "server" or (server.started_procs() and Temporal(cfg).proc.pid() is None):
+        return server
+    return Temporal(cfg)
+
+
+def _services(cfg: StackSettings, kafka_nodes: int | None = None) -> Services:
+    kafka = stack_kafka(cfg, kafka_nodes)
+    temporal = stack_temporal(cfg)
+    if isinstance(temporal, TemporalServer):  # it keeps its state in the stack's PostgreSQL
+        return [("kafka", kafka), ("postgres", Postgres(cfg)), ("temporal", temporal)]
+    return [("kafka", kafka), ("temporal", temporal), ("postgres", Postgres(cfg))]
+
+
+def _addresses(cfg: StackSettings, kafka_nodes: int | None = None) -> dict[str, str]:
+    from pipeline.db import redact
+
+    temporal = stack_temporal(cfg)
+    out = {
+        "kafka": stack_kafka(cfg, kafka_nodes).address,
+        "temporal": f"{HOST}:{cfg.temporal_port}",
+        "postgres": redact(Postgres(cfg).url),
+    }
+    if isinstance(temporal, TemporalServer):
+        out["temporal"] = temporal.summary()
+    elif cfg.temporal_ui:
+        out["temporal"] += f" (UI http://{HOST}:{cfg.temporal_ui_port})"
+    return out
+
+
+def up(
+    cfg: StackSettings,
+    partitions: int | None = None,
+    kafka_nodes: int | None = None,
+    extra_topics: Sequence[str] = (),
+) -> int:
+    """Start what is not running, then create the pipeline's topics and ``extra_topics``."""
+    import asyncio
+
+    from pipeline import settings
+    from pipeline.clients import ensure_topics
+
+    addrs = _addresses(cfg, kafka_nodes)
+    for name, svc in _services(cfg, kafka_nodes):
+        try:
+            state = svc.ensure()
+        except StackError as exc:
+            print(f"{name}: FAILED: {exc}", file=sys.stderr)
+            return 1
+        print(f"{name:9} {state:24} {addrs[name]}")
+    k = settings.load_settings().kafka
+    topics = [k.raw_topic, k.events_topic, k.dlq_topic, *extra_topics]
+    created = asyncio.run(ensure_topics(k, topics, partitions or k.partitions))
+    print(topics_line(topics, created, partitions or k.partitions))
+    if "," in addrs["kafka"]:
+        print(f"export KAFKA_BOOTSTRAP_SERVERS={addrs['kafka']}  # so clients know every broker")
+    return 0
+
+
+def topics_line(topics: list[str], created: list[str], partitions: int) -> str:
+    """``topics    created 2 of 4   a, b, c, d (6 partitions)``: each topic named once."""
+    if not created:
+        state = "already present"
+    elif len(created) == len(topics):
+        state = "created"
+    else:
+        state = f"created {len(created)} of {len(topics)}"
+    return f"{'topics':9} {state:24} {', '.join(topics)} ({partitions} partitions)"
+
+
+def down(cfg: StackSettings) -> int:
+    # Both kinds of Temporal: the real server may run beside the dev server on other
+    # ports (the test suite's real-server subset does), and both keep state elsewhere.
+    services: Services = [("kafka", stack_kafka(cfg)), ("temporal", Temporal(cfg))]
+    services += [("temporal", TemporalServer(cfg)), ("postgres", Postgres(cfg))]
+    for name, svc in reversed(services):
+        if name == "postgres" and svc.external_url():  # type: ignore[union-attr]
+            print(f"{name:9} external, left alone")
+            continue
+        if isinstance(svc, TemporalServer) and not svc.started_procs():
+            continue  # no real server was started: one "temporal" line is enough
+        print(f"{name:9} {'stopped' if svc.stop() else 'not started by this stack'}")
+    return 0
+
+
+def status(cfg: StackSettings) -> int:
+    addrs = _addresses(cfg)
+    bad = 0
+    for name, svc in _services(cfg):
+        ok = svc.answering()
+        bad += not ok
+        print(f"{name:9} {'answering' if ok else 'DOWN':10} {addrs[name]}")
+    return 1 if bad else 0
+
+
+def run(
+    action: str,
+    temporal: str | None = None,
+    partitions: int | None = None,
+    kafka_nodes: int | None = None,
+    extra_topics: Sequence[str] = (),
+) -> int:
+    """``ingest stack ACTION``; ``extra_topics``: the application's topics ``up`` creates too."""
+    # A bad INGEST_STACK_* value: one line naming it.
+    cfg = build(StackSettings, temporal=temporal)
+    if action == "up":
+        return up(cfg, partitions, kafka_nodes, extra_topics)
+    if action == "down":
+        return down(cfg)
+    if action == "build":
+        return build_server(cfg)
+    return status(cfg)
+
+
+def build_server(cfg: StackSettings) -> int:
+    """Build the real Temporal server's binaries (once: a cached build is reused)."""
+    try:
+        bins = TemporalServer(cfg).binaries()
+    except StackError as exc:
+        print(f"temporal: FAILED: {exc}", file=sys.stderr)
+        return 1
+    print(f"{'temporal':9} {'ready':24} server {bins.version}: {bins.server.parent}")
+    return 0

@@ -1,0 +1,73 @@
+"""Where and how the local stack runs: ``INGEST_STACK_*`` settings and the one host."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+HOST = "127.0.0.1"
+
+
+class StackSettings(BaseSettings):
+    """Where and how the local stack runs (env prefix ``INGEST_STACK_``)."""
+
+    model_config = SettingsConfigDict(env_prefix="INGEST_STACK_", frozen=True, extra="ignore")
+
+    dir: Path = Path(".stack")
+    # 4.1.x: KRaft-only line that runs on Java 17 and that aiokafka 0.12+ speaks to.
+    kafka_version: str = "4.1.1"
+    kafka_port: int = Field(9092, ge=1, le=65535)
+    kafka_controller_port: int = Field(9093, ge=1, le=65535)
+    kafka_heap: str = "768m"
+    # How long `stack up` waits for the broker to answer. A broker recovers every
+    # partition's log before it answers: a dev box whose data directory holds the
+    # thousands of topics the suites leave needed 3.5 min (a fresh one, 10 s).
+    kafka_start_timeout_seconds: float = Field(300, gt=0)
+    # >1: a local KRaft cluster (stack/devstack/kafka_cluster.py), e.g. to try failover.
+    kafka_nodes: int = Field(1, ge=1, le=9)
+    temporal_port: int = Field(7233, ge=1, le=65535)
+    temporal_ui: bool = True
+    temporal_ui_port: int = Field(8233, ge=1, le=65535)
+    # Dev-server dynamic config, ``KEY=VALUE`` pairs (VALUE is JSON), each passed as
+    # ``--dynamic-config-value``; e.g. ["limit.historyCount.suggestContinueAsNew=40"].
+    # From the environment: a JSON list.
+    temporal_dynamic_config: tuple[str, ...] = ()
+    # Which Temporal: `dev` is `temporal server start-dev` (one process, one history
+    # shard, SQLite); `server` is the real server (go.temporal.io/server) on the
+    # stack's PostgreSQL, built once with `go install` (stack/devstack/temporal_server.py).
+    temporal: Literal["dev", "server"] = "dev"
+    # 1.31.2: the newest 1.31.x whose go.mod the machine's Go (1.26.8) builds.
+    temporal_server_version: str = Field("1.31.2", pattern=r"^\d+\.\d+\.\d+$")
+    # Outside the checkout, so every clone and CI run on a machine shares one build.
+    temporal_server_cache: Path = Path("~/.cache/ingest/temporal-server")
+    temporal_shards: int = Field(4, ge=1, le=1024)
+    # Its two databases on the stack's PostgreSQL: `{name}` and `{name}_visibility`
+    # (tests and benchmarks give a private server databases of its own).
+    temporal_database: str = Field("temporal", pattern=r"^[a-z_][a-z0-9_]{0,40}$")
+    # `single`: every service in one process; `split`: frontend, matching, worker and
+    # `temporal_history_hosts` history processes, so shards move when one dies.
+    temporal_shape: Literal["single", "split"] = "single"
+    temporal_history_hosts: int = Field(2, ge=1, le=4)
+    # The real server's web UI (temporalio/ui-server, on temporal_ui_port when
+    # temporal_ui): 2.54.1 is the UI the dev server embeds; later ones need Go 1.26.10.
+    temporal_ui_version: str = Field("2.54.1", pattern=r"^\d+\.\d+\.\d+$")
+    pg_port: int = Field(55432, ge=1, le=65535)
+
+    @field_validator("temporal_dynamic_config")
+    @classmethod
+    def _key_value_pairs(cls, pairs: tuple[str, ...]) -> tuple[str, ...]:
+        for pair in pairs:
+            key, sep, value = pair.partition("=")
+            if not sep or not key.strip():
+                raise ValueError(f"{pair!r} is not KEY=VALUE")
+            try:
+                json.loads(value)
+            except ValueError:
+                raise ValueError(
+                    f"{pair!r}: the value must be JSON (a string needs quotes)"
+                ) from None
+        return pairs

@@ -1,0 +1,66 @@
+"""Flow control in the worker, as one worker part (see ``workers.parts``).
+
+* Concurrency slots (``flow.concurrency``): the admit-and-acquire and release
+  activities a run calls around its tasks (:mod:`workers.flow.slot`), and the
+  slots-in-use, runs-waiting and oldest-wait gauges, refreshed from PostgreSQL.
+* Debounce and batch windows: ``FlowWindowWorkflow`` and its ``close_window``
+  activity. A window no run can take goes to the DLQ topic through the outbox
+  (``ingest relay`` publishes it): :mod:`workers.flow.window_dead_letters`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import asyncpg
+
+from workers.flow import slot_store
+from workers.flow import window_dead_letters as dead_letters
+from workers.flow.metrics import FLOW_OLDEST_WAIT, FLOW_RUNS_WAITING, FLOW_SLOTS_IN_USE
+from workers.flow.slot_activities import STALE_SECONDS, FlowActivities
+from workers.flow.window import FlowWindowWorkflow
+from workers.flow.window_activities import FlowWindowActivities
+from workers.parts import PartDeps, WorkerPart
+
+log = logging.getLogger(__name__)
+WORKFLOW_MODULES = ("workers.flow.window",)
+REFRESH_SECONDS = 5.0
+
+
+async def refresh_gauges(pool: asyncpg.Pool) -> None:
+    """Per activity with flow.concurrency: slots in use, runs waiting, the oldest wait
+    (every such activity, at 0 when idle; keys are left to ``ingest flow list``)."""
+    for use in await slot_store.activity_use(pool, STALE_SECONDS):
+        FLOW_SLOTS_IN_USE.labels(activity=use.activity_id).set(use.in_use)
+        FLOW_RUNS_WAITING.labels(activity=use.activity_id).set(use.waiting)
+        FLOW_OLDEST_WAIT.labels(activity=use.activity_id).set(use.oldest_wait_seconds)
+
+
+def flow_part(deps: PartDeps) -> WorkerPart:
+    """The slot and window activities, ``FlowWindowWorkflow`` (on the runs' task queue),
+    and the concurrency gauges. Runs of an activity with a ``flow`` block need it."""
+
+    async def refresher() -> None:
+        while True:
+            try:
+                await refresh_gauges(deps.pool)
+            except (asyncpg.PostgresError, OSError) as exc:
+                log.warning("flow gauges not refreshed: %s", exc)
+            await asyncio.sleep(REFRESH_SECONDS)
+
+    dead_letters.start_metrics_at_zero()
+    slots = FlowActivities(deps.pool, deps.client, deps.worker_settings.flow_slot_lease_seconds)
+    windows = FlowWindowActivities(
+        deps.pool,
+        deps.client,
+        deps.settings.temporal.task_queue,
+        deps.settings.kafka.dlq_topic,
+    )
+    return WorkerPart(
+        "flow",
+        (FlowWindowWorkflow,),
+        [*slots.all(), *windows.all()],
+        (refresher,),
+        passthrough=WORKFLOW_MODULES,
+    )
