@@ -5,6 +5,7 @@
 * :mod:`ingress.records`: one raw message -> one outgoing record (event or DLQ).
 * :mod:`ingress.stamping`: the stable ``event_id`` of an event that has none.
 * :mod:`ingress.delivery`: produce a batch until every record is acknowledged.
+* :mod:`ingress.transactions`: opt-in transactional ingress (a transaction per chunk).
 * :mod:`ingress.acks`: which records Kafka acknowledged, and the commit point that gives.
 * :mod:`ingress.settings`: ``INGEST_INGRESS_*``; :mod:`app.commands.ingress`: the subcommand.
 """

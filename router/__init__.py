@@ -5,5 +5,7 @@
 * :mod:`router.routing`: one message -> its starts (shared with replay).
 * :mod:`router.catalog`: which activities subscribe to an event type (cached).
 * :mod:`router.ledger`: the durable dedupe ledger (``routed_triggers``).
+* :mod:`router.budget`: the bytes of the messages in flight (a bound in bytes).
+* :mod:`router.flow`: flow control before a start (throttle, windows, ...).
 * :mod:`router.settings`: ``INGEST_ROUTER_*``; :mod:`app.commands.router`: the subcommand.
 """

@@ -10,7 +10,7 @@ and REJECT_DUPLICATE guarantees that no nominal time runs twice.
 Modules: ``timing`` (nominal times, pure), ``spec`` (activity -> Schedule),
 ``misfire`` (the policy decision, pure), ``store`` (last cron run, logged
 runs), ``sync`` (reconcile schedules), ``dispatcher`` (the workflow and its
-activity), ``part`` (the dispatcher as a worker part), ``cli`` (``ingest
-schedules``). Activity definitions (files, the ``activities`` table, ``ingest
+activity), ``part`` (the dispatcher as a worker part); ``ingest schedules`` is
+:mod:`app.commands.schedules`. Activity definitions (files, the ``activities`` table, ``ingest
 activities``) are in :mod:`definitions`.
 """

@@ -1,10 +1,17 @@
-"""Flow control in the router (issue 23, docs/flow-control.md).
+"""Flow control in the router (docs/flow-control.md; docs/architecture.md, "Adding a
+flow control"). Which stage each control belongs to is :mod:`schemas.flow.controls`.
 
-The planner reads each activity's flow keys from the event (:mod:`router.flow.keys`).
-Events of a ``debounce`` or ``batch`` activity go into windows
-(:mod:`router.flow.windows`), decided once in PostgreSQL, whose runs the window
-workflow starts. Before any other run is started, :class:`router.flow.gate.FlowGate`
-decides: start now, start after a delay (``throttle``), or skip with a reason
-(``rate_limit``, ``singleton``). Decisions are recorded per workflow id in
-PostgreSQL, so a redelivered or replayed trigger gets the decision it got the first time.
+* :mod:`router.flow.keys`: the flow keys of one run, read from its event at planning.
+* :mod:`router.flow.windows`: debounce and batch windows (stage ``window``), decided
+  once in PostgreSQL; the window workflow starts their runs.
+* :mod:`router.flow.gate`: before any other start, start now, after a delay, or skip
+  (stage ``gate``), with :mod:`router.flow.store` (the one ``flow_decide`` call),
+  :mod:`router.flow.pacing` (the GCRA parameters of ``throttle`` and ``rate_limit``)
+  and :mod:`router.flow.singleton` (asking Temporal whether a holder still runs).
+* :mod:`router.flow.skips`: the recorded skips; :mod:`router.flow.listing` and
+  :mod:`router.flow.concurrency_view`: ``ingest flow list`` and ``GET /api/flow``.
+* :mod:`router.flow.metrics`: the router's flow metrics.
+
+Decisions are recorded per workflow id in PostgreSQL, so a redelivered or replayed
+trigger gets the decision it got the first time.
 """

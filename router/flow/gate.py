@@ -1,9 +1,9 @@
 """The flow gate: per run, start now, start after a delay, or skip (with a reason).
 
 :class:`Routing` asks :meth:`FlowGate.decide` before each start. An activity whose
-flow declares none of the gate's controls (``throttle``, ``rate_limit``,
-``singleton``) starts at once without a database call. Otherwise one
-``flow_decide`` call (:mod:`router.flow.store`) decides and records the decision
+flow declares none of the gate's controls (stage ``gate`` in
+:mod:`schemas.flow.controls`: ``singleton``, ``rate_limit``, ``throttle``) starts at
+once without a database call. Otherwise one ``flow_decide`` call (:mod:`router.flow.store`) decides and records the decision
 under the run's workflow id; a redelivered or replayed trigger gets the recorded
 decision back (the same start time, the same skip) and takes no new slot.
 """
@@ -19,11 +19,10 @@ from pipeline import metrics
 from router.flow import metrics as flow_metrics
 from router.flow import singleton
 from router.flow.keys import FlowKeys
-from router.flow.skips import SKIP_REASONS
 from router.flow.store import O_CHECK, O_SKIP, Checked, Decided, FlowStore
+from schemas.flow.controls import SKIP_REASONS, Stage, declared
 from schemas.workflow_io import RunActivityInput
 
-GATED = ("throttle", "rate_limit", "singleton")
 # A singleton holder can change between two looks; give up looking (and retry the
 # message through the router's retry loop) after this many.
 _MAX_CHECKS = 5
@@ -47,7 +46,7 @@ class FlowGate:
         self._zeroed: set[str] = set()
 
     async def decide(self, run: RunActivityInput, fk: FlowKeys | None) -> Decision:
-        if fk is None or not any(getattr(fk.flow, c) is not None for c in GATED):
+        if fk is None or not declared(fk.flow, Stage.GATE):
             return START
         self._start_at_zero(run.activity_id, fk)
         d = await self._decide(run, fk)

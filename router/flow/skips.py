@@ -14,9 +14,9 @@ from datetime import datetime
 
 import asyncpg
 
-R_RATE_LIMIT = "rate_limit"
-R_SINGLETON = "singleton"
-SKIP_REASONS = (R_RATE_LIMIT, R_SINGLETON)
+from schemas.flow.controls import SKIP_REASONS
+
+__all__ = ["SKIP_REASONS", "Skip", "recent_skips"]
 
 
 @dataclass(frozen=True)

@@ -53,6 +53,7 @@ from pipeline.starter import ShutdownRequested, StartRejected, outage
 from router.catalog import ActivityCatalog
 from router.flow import metrics as flow_metrics
 from schemas import ids
+from schemas.flow.controls import Stage, declared
 from schemas.flow.io import (
     FLOW_WINDOW_SIGNAL,
     FLOW_WINDOW_WORKFLOW,
@@ -61,7 +62,7 @@ from schemas.flow.io import (
     WindowNote,
 )
 from schemas.flow.spec import BatchDef, DebounceDef, batch_budget, json_bytes, key_value
-from schemas.workflow_io import TRIGGER_EVENT, WINDOW_BATCH, WINDOW_DEBOUNCE, RunActivityInput
+from schemas.workflow_io import TRIGGER_EVENT, WINDOW_DEBOUNCE, RunActivityInput
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -92,14 +93,10 @@ TASKS_SQL = (
 def window_control(
     flow: Any,
 ) -> tuple[str, DebounceDef | BatchDef] | None:
-    """``("debounce", def)`` or ``("batch", def)`` of a flow block, or None."""
-    if flow is None:
-        return None
-    if flow.debounce is not None:
-        return WINDOW_DEBOUNCE, flow.debounce
-    if flow.batch is not None:
-        return WINDOW_BATCH, flow.batch
-    return None
+    """``("debounce", def)`` or ``("batch", def)`` of a flow block, or None (the
+    window controls of :mod:`schemas.flow.controls`; ``FlowDef`` allows one at most)."""
+    windowed = declared(flow, Stage.WINDOW)
+    return (windowed[0], getattr(flow, windowed[0])) if windowed else None
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,8 @@
 auto-reject, waited for inside ``TaskInstanceWorkflow`` (see docs/approvals.md).
 
 * ``config``: the task's config model; ``rules``: who may decide what, when;
-* ``flow``: the wait (workflow code); ``stages``: an approval gates later tasks;
+* ``machine``: the wait, a state machine (workflow code); ``stages``: an approval gates
+  later tasks; ``sweep``: close approvals whose workflow closed without closing them;
 * ``activities`` / ``store``: notices to Kafka, the audit trail in PostgreSQL;
 * ``part``: the worker part; ``api``: what the ops service calls.
 """

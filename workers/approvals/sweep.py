@@ -1,7 +1,7 @@
 """Close the approvals whose workflow closed without closing them.
 
 The workflow closes its approval on every path it runs code on (a decision, a
-deadline, a cancellation, a failure: ``flow.py``). Two paths run no workflow code:
+deadline, a cancellation, a failure: ``machine.py``). Two paths run no workflow code:
 a termination (by an operator, or by the parent's close policy when the run is
 terminated) and a run or execution timeout. The approvals part sweeps for those
 beside its gauge refresh: the open rows' workflows that Temporal visibility lists

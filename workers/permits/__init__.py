@@ -5,7 +5,10 @@
 * ``scope``: what TaskInstanceWorkflow wraps its handler execution in.
 * ``activities`` / ``store``: fencing tokens and bookkeeping in PostgreSQL.
 * ``fencing``: ``ctx.permit`` for handlers, with ``check()``.
-* ``part``: the worker part; ``cli``: ``ingest permits list|release``.
+* ``apply``: the permits step of ``ingest activities apply``; ``report``: what
+  ``ingest permits list`` and ``GET /api/permits`` show.
+* ``part``: the worker part; ``ingest permits list|release`` is
+  :mod:`app.commands.permits`.
 
 See docs/permits.md.
 """
