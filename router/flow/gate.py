@@ -3,9 +3,10 @@
 :class:`Routing` asks :meth:`FlowGate.decide` before each start. An activity whose
 flow declares none of the gate's controls (stage ``gate`` in
 :mod:`schemas.flow.controls`: ``singleton``, ``rate_limit``, ``throttle``) starts at
-once without a database call. Otherwise one ``flow_decide`` call (:mod:`router.flow.store`) decides and records the decision
-under the run's workflow id; a redelivered or replayed trigger gets the recorded
-decision back (the same start time, the same skip) and takes no new slot.
+once without a database call. Otherwise one ``flow_decide`` call
+(:mod:`router.flow.store`) decides and records the decision under the run's workflow
+id; a redelivered or replayed trigger gets the recorded decision back (the same start
+time, the same skip) and takes no new slot.
 """
 
 from __future__ import annotations
