@@ -7,11 +7,11 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 PYTEST_ARGS ?=
-TYPED := app pipeline schemas router replay ingress workers scheduler definitions ops relay
+TYPED := app pipeline schemas router replay ingress workers scheduler definitions ops relay stack/devstack tests bench
 # The real Temporal server of `make test-server` (UI :8333), beside the dev server on 7233.
 SERVER_ENV := INGEST_STACK_TEMPORAL=server INGEST_STACK_TEMPORAL_PORT=7333 INGEST_STACK_TEMPORAL_UI_PORT=8333
 
-.PHONY: system-deps install run test test-server faults bench lint stack-up stack-down stack-status clean
+.PHONY: system-deps install run test test-unit test-server faults bench lint stack-up stack-down stack-status clean
 
 # The system packages, installed with apt when missing (root); without root or apt it
 # stops with one line naming what is missing and how to install it.
@@ -43,9 +43,7 @@ run: system-deps stack-up
 
 # The test suite against the real local stack (CI runs exactly this): all of it on the
 # dev server, then its real-server subset on the real Temporal server.
-test: system-deps stack-up
-	$(BIN)/ruff check .
-	$(BIN)/mypy $(TYPED)
+test: system-deps lint stack-up
 	$(BIN)/ingest stack build
 	FAULTS_REPORT=1 $(BIN)/pytest -q -m "not slow and not server_only" $(PYTEST_ARGS)
 	@$(MAKE) --no-print-directory test-server
@@ -74,10 +72,15 @@ bench: stack-up
 	$(BIN)/python -m pip install -q -e '.[dev,bench]' -e ./stack
 	$(BIN)/python -m bench.run_all
 
+# The gates that need no service: lint, format, types. `make test` runs them first.
 lint: install
 	$(BIN)/ruff check .
-	$(BIN)/mypy $(TYPED)
 	$(BIN)/ruff format --check .
+	$(BIN)/mypy $(TYPED)
+
+# The unit tests alone: no stack, no service (Java runs the time-skipping test server).
+test-unit: install
+	$(BIN)/pytest -q tests/unit $(PYTEST_ARGS)
 
 clean: stack-down
 	rm -rf .stack $(VENV)

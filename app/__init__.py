@@ -2,9 +2,8 @@
 
 * :mod:`app.cli`: ``ingest``, every subcommand in --help order (the list ``COMMANDS``).
 * :mod:`app.commands`: one module per subcommand, named for it (``ingest router`` is
-  :mod:`app.commands.router`), each declaring ``COMMAND``; ``python -m
-  app.commands.NAME`` runs one subcommand without importing the others where the
-  module ends with the ``__main__`` block (ingress, replay, worker).
+  :mod:`app.commands.router`), each declaring ``COMMAND``; ``python -m app.commands
+  NAME`` runs one subcommand without importing the others.
 * The framework they share: :mod:`app.command` (``Command``: name, --help, flags,
   run), :mod:`app.flags` (flags that override settings), :mod:`app.client_flags`
   (connection flags, a pool for a one-shot command), :mod:`app.dispatch` (exit codes,

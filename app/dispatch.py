@@ -5,8 +5,8 @@ Each subcommand lives in its own module, which declares it as ``COMMAND``
 the exit code). :func:`dispatch` turns the errors every command shares into
 exit codes (a bad setting: one line, 2; Ctrl-C: 130), and :func:`end_process` ends
 the process with that code. The ``ingest`` console script (:mod:`app.cli`, which
-knows every subcommand), ``python -m app.cli``, ``python -m app.commands.ingress``,
-``python -m app.commands.worker`` and ``python -m app.commands.replay`` all end through it.
+knows every subcommand), ``python -m app.cli`` and ``python -m app.commands NAME`` (one
+subcommand alone) all end through it.
 """
 
 from __future__ import annotations

@@ -19,34 +19,28 @@ from schemas.definitions import ActivityDef
 _COLUMNS = "id, name, enabled, trigger, dedupe_key_strategy, tasks, flow, created_at, updated_at"
 
 
-def to_def(row: asyncpg.Record) -> ActivityDef:
-    return ActivityDef.model_validate(
-        {
-            "id": row["id"],
-            "name": row["name"],
-            "enabled": row["enabled"],
-            "trigger": orjson.loads(row["trigger"]),
-            "dedupe_key_strategy": row["dedupe_key_strategy"],
-            "tasks": orjson.loads(row["tasks"]),
-            "flow": _flow(row),
-        }
-    )
-
-
-def _flow(row: asyncpg.Record) -> Any:
-    return orjson.loads(row["flow"]) if row["flow"] is not None else None
-
-
-def to_json(row: asyncpg.Record) -> dict[str, Any]:
-    """A row as ``activities list --json`` prints it (dedupe_key_strategy included)."""
+def _document(row: asyncpg.Record) -> dict[str, Any]:
+    """A row as its definition document (the JSON columns decoded)."""
     return {
-        "id": str(row["id"]),
+        "id": row["id"],
         "name": row["name"],
         "enabled": row["enabled"],
         "trigger": orjson.loads(row["trigger"]),
         "dedupe_key_strategy": row["dedupe_key_strategy"],
         "tasks": orjson.loads(row["tasks"]),
-        "flow": _flow(row),
+        "flow": orjson.loads(row["flow"]) if row["flow"] is not None else None,
+    }
+
+
+def to_def(row: asyncpg.Record) -> ActivityDef:
+    return ActivityDef.model_validate(_document(row))
+
+
+def to_json(row: asyncpg.Record) -> dict[str, Any]:
+    """A row as ``activities list --json`` prints it (dedupe_key_strategy included)."""
+    return {
+        **_document(row),
+        "id": str(row["id"]),
         "created_at": row["created_at"].isoformat(),
         "updated_at": row["updated_at"].isoformat(),
     }

@@ -114,8 +114,9 @@ class ApprovalNoticeInput:
 
 
 @dataclass(frozen=True)
-class RecordApprovalInput:
-    """New audit entries plus the approval's summary row as of the last of them."""
+class ApprovalHead:
+    """Who and what an approval is: the fields the workflow records and the ``approvals``
+    table returns alike (times differ in type: ISO strings on the wire, datetimes read)."""
 
     task_id: str
     run_id: str
@@ -124,6 +125,12 @@ class RecordApprovalInput:
     round: int
     approvers: list[str]
     escalate_to: list[str]
+
+
+@dataclass(frozen=True)
+class RecordApprovalInput(ApprovalHead):
+    """New audit entries plus the approval's summary row as of the last of them."""
+
     deadline: str | None
     payload: dict[str, Any]
     requested_at: str

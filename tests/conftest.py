@@ -33,6 +33,7 @@ from devstack.settings import StackSettings
 
 from pipeline import db, settings
 from tests.support import ROOT, namespaces
+from tests.support.ci_gate import pytest_runtest_makereport  # noqa: F401 (a hook)
 from tests.support.stack import Stack, Topics
 
 _SUMMARY = pytest.StashKey[list[str]]()

@@ -9,7 +9,9 @@ dependencies and returns what to register.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Coroutine, Sequence
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,6 +49,27 @@ class WorkerPart:
 
 
 PartFactory = Callable[[PartDeps], WorkerPart]
+
+log = logging.getLogger(__name__)
+# How often a part's gauges are read again from PostgreSQL.
+GAUGE_REFRESH_SECONDS = 5.0
+
+
+def gauge_refresher(
+    what: str, refresh: Callable[[asyncpg.Pool], Awaitable[None]], pool: asyncpg.Pool
+) -> Callable[[], Coroutine[Any, Any, None]]:
+    """A part's background loop: ``refresh(pool)`` every :data:`GAUGE_REFRESH_SECONDS`; a
+    database that does not answer is logged and tried again, never fatal."""
+
+    async def loop() -> None:
+        while True:
+            try:
+                await refresh(pool)
+            except (asyncpg.PostgresError, OSError) as exc:
+                log.warning("%s gauges not refreshed: %s", what, exc)
+            await asyncio.sleep(GAUGE_REFRESH_SECONDS)
+
+    return loop
 
 
 # The run's workflow modules: stateless, every import passed through (workers.sandbox).

@@ -131,11 +131,3 @@ COMMAND = Command(
     flags=_flags,
     preformatted=True,
 )
-
-
-# ``python -m app.commands.ingress``: the same as ``ingest ingress``, without loading the
-# other subcommands (slim images; tests that must not depend on the worker importing).
-if __name__ == "__main__":
-    from app.dispatch import entry_one
-
-    entry_one(COMMAND)

@@ -214,10 +214,3 @@ COMMAND = Command(
     flags=_flags,
     preformatted=True,
 )
-
-
-if __name__ == "__main__":
-    # ``python -m app.commands.replay ...``: the subcommand on its own (same flags).
-    from app.dispatch import entry_one
-
-    entry_one(COMMAND)

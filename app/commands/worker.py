@@ -96,11 +96,3 @@ COMMAND = Command(
     run=_run,
     flags=_flags,
 )
-
-
-if __name__ == "__main__":
-    # ``python -m app.commands.worker [flags]``: the same as ``ingest worker [flags]``, without
-    # importing the other subcommands (a lean container entry point).
-    from app.dispatch import entry_one
-
-    entry_one(COMMAND)

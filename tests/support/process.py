@@ -1,4 +1,4 @@
-"""Environments for the pipeline processes a test starts, and ``python -m app.commands.ingress``."""
+"""Environments for the pipeline processes a test starts, and ``python -m app.commands ingress``."""
 
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ def clean_env(**settings: str) -> dict[str, str]:
 def start_ingress(
     stack: Any, topics: Any, group: str, stderr: Any = subprocess.PIPE, **extra: str
 ) -> subprocess.Popen[bytes]:
-    """``python -m app.commands.ingress`` on the stack and the test's topics, group ``group``,
+    """``python -m app.commands ingress`` on the stack and the test's topics, group ``group``,
     no /metrics port; ``extra`` adds (or overrides) environment variables."""
     env = {
         **os.environ,
@@ -49,7 +49,7 @@ def start_ingress(
         **extra,
     }
     return subprocess.Popen(
-        [sys.executable, "-m", "app.commands.ingress"],
+        [sys.executable, "-m", "app.commands", "ingress"],
         cwd=ROOT,
         env=env,
         stdout=subprocess.PIPE,

@@ -16,7 +16,14 @@ from typing import Any
 import asyncpg
 import orjson
 
-from schemas.approval_io import CLOSED, DECIDABLE, ESCALATED, AuditEntry, RecordApprovalInput
+from schemas.approval_io import (
+    CLOSED,
+    DECIDABLE,
+    ESCALATED,
+    ApprovalHead,
+    AuditEntry,
+    RecordApprovalInput,
+)
 
 
 def _ts(value: str | None) -> datetime | None:
@@ -87,14 +94,7 @@ async def count_waiting(pool: asyncpg.Pool) -> int:
 
 
 @dataclass(frozen=True)
-class ApprovalRow:
-    task_id: str
-    run_id: str
-    activity_id: str
-    status: str
-    round: int
-    approvers: list[str]
-    escalate_to: list[str]
+class ApprovalRow(ApprovalHead):
     deadline: datetime | None
     requested_at: datetime
     updated_at: datetime

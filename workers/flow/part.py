@@ -10,9 +10,6 @@
 
 from __future__ import annotations
 
-import asyncio
-import logging
-
 import asyncpg
 
 from workers.flow import slot_store
@@ -21,11 +18,9 @@ from workers.flow.metrics import FLOW_OLDEST_WAIT, FLOW_RUNS_WAITING, FLOW_SLOTS
 from workers.flow.slot_activities import STALE_SECONDS, FlowActivities
 from workers.flow.window import FlowWindowWorkflow
 from workers.flow.window_activities import FlowWindowActivities
-from workers.parts import PartDeps, WorkerPart
+from workers.parts import PartDeps, WorkerPart, gauge_refresher
 
-log = logging.getLogger(__name__)
 WORKFLOW_MODULES = ("workers.flow.window",)
-REFRESH_SECONDS = 5.0
 
 
 async def refresh_gauges(pool: asyncpg.Pool) -> None:
@@ -41,14 +36,6 @@ def flow_part(deps: PartDeps) -> WorkerPart:
     """The slot and window activities, ``FlowWindowWorkflow`` (on the runs' task queue),
     and the concurrency gauges. Runs of an activity with a ``flow`` block need it."""
 
-    async def refresher() -> None:
-        while True:
-            try:
-                await refresh_gauges(deps.pool)
-            except (asyncpg.PostgresError, OSError) as exc:
-                log.warning("flow gauges not refreshed: %s", exc)
-            await asyncio.sleep(REFRESH_SECONDS)
-
     dead_letters.start_metrics_at_zero()
     slots = FlowActivities(deps.pool, deps.client, deps.worker_settings.flow_slot_lease_seconds)
     windows = FlowWindowActivities(
@@ -61,6 +48,6 @@ def flow_part(deps: PartDeps) -> WorkerPart:
         "flow",
         (FlowWindowWorkflow,),
         [*slots.all(), *windows.all()],
-        (refresher,),
+        (gauge_refresher("flow", refresh_gauges, deps.pool),),
         passthrough=WORKFLOW_MODULES,
     )

@@ -10,9 +10,6 @@ the shared table, so every worker reports the same value: aggregate with
 
 from __future__ import annotations
 
-import asyncio
-import logging
-
 import asyncpg
 
 from pipeline.metrics import (
@@ -22,13 +19,10 @@ from pipeline.metrics import (
     PERMITS_HELD,
     start_at_zero,
 )
-from workers.parts import PartDeps, WorkerPart
+from workers.parts import PartDeps, WorkerPart, gauge_refresher
 from workers.permits import store
 from workers.permits.activities import PermitActivities
 from workers.permits.workflow import PermitSlotWorkflow
-
-log = logging.getLogger(__name__)
-REFRESH_SECONDS = 5.0
 
 
 async def refresh_gauges(pool: asyncpg.Pool) -> None:
@@ -43,13 +37,10 @@ async def refresh_gauges(pool: asyncpg.Pool) -> None:
 def permit_part(deps: PartDeps) -> WorkerPart:
     """``PermitSlotWorkflow``, the fencing-token activities and the held-permits gauges."""
 
-    async def refresher() -> None:
-        while True:
-            try:
-                await refresh_gauges(deps.pool)
-            except (asyncpg.PostgresError, OSError) as exc:
-                log.warning("permit gauges not refreshed: %s", exc)
-            await asyncio.sleep(REFRESH_SECONDS)
-
     acts = PermitActivities(deps.pool)
-    return WorkerPart("permits", (PermitSlotWorkflow,), acts.all(), (refresher,))
+    return WorkerPart(
+        "permits",
+        (PermitSlotWorkflow,),
+        acts.all(),
+        (gauge_refresher("permit", refresh_gauges, deps.pool),),
+    )

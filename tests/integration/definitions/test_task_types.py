@@ -81,7 +81,7 @@ async def test_a_run_meeting_an_unknown_type_fails_with_one_log_line(cfg, tempor
     activity_id = await insert_activity(db_pool, [{"type": "noop"}, {"type": "nopo"}])
     run = event_run(activity_id)
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "app.commands.worker",
+        sys.executable, "-m", "app.commands", "worker",
         cwd=ROOT, env=_env(cfg, INGEST_LOG_LEVEL="INFO"),
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
     )  # fmt: skip

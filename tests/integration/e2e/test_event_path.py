@@ -7,7 +7,6 @@ activity, unique event); task_instances as planned; malformed input in the DLQ.
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 
 import orjson
@@ -77,7 +76,23 @@ async def test_event_path_end_to_end(cfg, topics, temporal, db_pool):
             return n >= len(expected)
 
         await wait.eventually(all_runs_finished, 120, "every run to finish")
-        await asyncio.sleep(2)  # let any stray duplicate surface before asserting
+
+        async def state() -> tuple[object, ...]:
+            runs = await db_pool.fetch(
+                "SELECT status, count(*) AS n FROM activity_runs GROUP BY status ORDER BY status"
+            )
+            tasks = await db_pool.fetch(
+                "SELECT status, count(*) AS n FROM task_instances GROUP BY status ORDER BY status"
+            )
+            return (
+                tuple((r["status"], r["n"]) for r in runs),
+                tuple((t["status"], t["n"]) for t in tasks),
+                metrics.router_duplicates(missing_ok=True),
+            )
+
+        # A stray duplicate (a run, a task, a suppressed start) would change the state:
+        # wait until it stays unchanged for a quiet period before asserting.
+        await wait.quiet(state, "the runs, tasks and router duplicates", period=2.0, timeout=60)
 
     runs = await db_pool.fetch("SELECT workflow_id, run_id, status, event_id FROM activity_runs")
     assert {r["workflow_id"] for r in runs} == expected

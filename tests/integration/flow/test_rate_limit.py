@@ -72,7 +72,7 @@ async def test_excess_is_skipped_recorded_and_skipped_again_on_replay(cfg, tempo
     }
     args = ["--topic", cfg.kafka.events_topic, "--from-offset", "0", "--no-ledger", "--json"]
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "app.commands.replay", *args,
+        sys.executable, "-m", "app.commands", "replay", *args,
         cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
     )  # fmt: skip
     out, err = await asyncio.wait_for(proc.communicate(), 120)

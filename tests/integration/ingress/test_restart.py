@@ -98,7 +98,7 @@ async def test_sigterm_during_the_commit_delay_still_commits(stack, topics) -> N
 def test_unreachable_kafka_is_one_clear_line() -> None:
     env = {**os.environ, "KAFKA_BOOTSTRAP_SERVERS": "127.0.0.1:1", "INGEST_METRICS_PORT": "0"}
     out = subprocess.run(
-        [sys.executable, "-m", "app.commands.ingress"],
+        [sys.executable, "-m", "app.commands", "ingress"],
         cwd=ROOT,
         env=env,
         capture_output=True,

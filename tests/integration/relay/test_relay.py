@@ -95,10 +95,26 @@ async def _is(pool: asyncpg.Pool, instance: str, n: int) -> bool:
 
 
 async def test_a_row_committed_late_is_not_overtaken(
-    cfg: settings.Settings, db_pool: asyncpg.Pool, topics: Topics
+    cfg: settings.Settings,
+    db_pool: asyncpg.Pool,
+    topics: Topics,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """A transaction that inserted first (smaller seq) but commits after a later one:
     the relay must publish neither past it, so both arrive, the first one first."""
+    from relay import outbox
+
+    # What each of the relay's polls of the outbox returned (row ids): proof that it
+    # did poll while 'first' was uncommitted, and of what it then saw.
+    polls: list[list[str]] = []
+    visible_after = outbox.visible_after
+
+    async def spy(conn: asyncpg.Connection, after: outbox.Position, limit: int) -> list[outbox.Row]:
+        rows = await visible_after(conn, after, limit)
+        polls.append([r.id for r in rows])
+        return rows
+
+    monkeypatch.setattr(outbox, "visible_after", spy)
     instance = _instance()
     slow = await db_pool.acquire()
     tx = slow.transaction()
@@ -111,8 +127,17 @@ async def test_a_row_committed_late_is_not_overtaken(
     )
     try:
         async with _in_process(cfg, instance):
-            # Give the relay many polls while 'first' is still uncommitted.
-            await asyncio.sleep(2)
+            # Let the relay poll many times while 'first' is still uncommitted ...
+            async def polled() -> bool:
+                return len(polls) >= 20
+
+            await eventually(polled, 60, "20 polls of the outbox by the relay")
+            # ... and see nothing: 'second' is committed, but publishing it would
+            # overtake 'first'. (Every poll's rows are committed to Kafka before the
+            # next poll, so a read now would see anything those polls published.)
+            assert polls[:20] == [[]] * 20, polls[:20]
+            early = await read_committed(cfg.kafka.bootstrap_servers, topics.out, 0)
+            assert early == [], [r.value for r in early]
             await tx.commit()
             records = await read_committed(cfg.kafka.bootstrap_servers, topics.out, 2)
     finally:

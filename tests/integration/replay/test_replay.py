@@ -152,7 +152,7 @@ async def test_cli_json_summary_parses(cfg, temporal, db_pool):
         "TEMPORAL_TASK_QUEUE": cfg.temporal.task_queue,
         "DATABASE_URL": cfg.database.url.get_secret_value(),
     }
-    args = [sys.executable, "-m", "app.commands.replay", "--topic", cfg.kafka.events_topic]
+    args = [sys.executable, "-m", "app.commands", "replay", "--topic", cfg.kafka.events_topic]
     proc = await asyncio.create_subprocess_exec(
         *args, "--from-offset", "0", "--json", "--dry-run",
         cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,

@@ -133,7 +133,8 @@ async def test_a_router_without_the_codec_exits_1_with_one_line_and_commits_noth
     replay = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "app.commands.replay",
+        "app.commands",
+        "replay",
         "--from-offset",
         "0",
         "--dry-run",

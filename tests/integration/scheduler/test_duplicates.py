@@ -3,7 +3,6 @@ and dedupe_key_strategy never suppresses fires of different nominal times."""
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from datetime import UTC, datetime, timedelta
 
@@ -18,12 +17,23 @@ from tests.support.metrics import metric_value
 from tests.support.wait import eventually, quiet
 
 HOUR = timedelta(hours=1)
-# Hourly: a manual trigger snaps to the current hour, which a loaded dev server
-# (seconds of latency) will not cross during the test. Policy catchup (overlap
-# ALLOW_ALL) so that Temporal passes every trigger on to the dispatcher: under
-# SKIP a trigger while the previous dispatcher still runs is dropped by Temporal
-# itself, and the contract-id suppression would not be exercised.
-HOURLY = {"cron": "0 * * * *", "misfire_policy": "catchup"}
+
+
+def _hours_of_yesterday() -> tuple[dict[str, str], datetime]:
+    """A trigger with hourly nominal times that the clock cannot move during a test, and
+    the latest of them, ``H``.
+
+    The trigger fires at 01:00, 02:00 and 03:00 UTC on yesterday's date, once a year:
+    ``H`` (yesterday 03:00) stays the latest nominal time for a year, so a manual
+    trigger, which snaps to the latest nominal time, always fires ``H``, whenever the
+    test runs and however slowly (an hourly cron's current hour can end mid-test).
+    Policy catchup (overlap ALLOW_ALL) so that Temporal passes every trigger on to the
+    dispatcher: under SKIP a trigger while the previous dispatcher still runs is
+    dropped by Temporal itself, and the contract-id suppression would not be exercised.
+    """
+    day = datetime.now(UTC).date() - timedelta(days=1)
+    hour = datetime(day.year, day.month, day.day, 3, tzinfo=UTC)
+    return {"cron": f"0 1,2,3 {day.day} {day.month} *", "misfire_policy": "catchup"}, hour
 
 
 def _dupes(layer: str, missing_ok: bool = False) -> float:
@@ -36,31 +46,23 @@ def _dupes(layer: str, missing_ok: bool = False) -> float:
     )
 
 
-async def _current_hour() -> datetime:
-    """The current hour, with at least 2 minutes of it left (manual triggers snap to it)."""
-    now = datetime.now(UTC)
-    if now.minute >= 58:
-        await asyncio.sleep((60 - now.minute) * 60 - now.second + 1)
-    return datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
-
-
 async def test_trigger_and_backfill_of_a_time_that_ran_start_nothing_twice(
     temporal, db_pool, cfg, activities, cron_worker
 ):
-    act = await activities(HOURLY)
+    trigger, hour = _hours_of_yesterday()
+    act = await activities(trigger)
     async with cron_worker():
         await sync.reconcile(temporal, db_pool, cfg.temporal.task_queue)
         await sync.pause(temporal, str(act.id))  # only our own fires from here on
         handle = temporal.get_schedule_handle(schedule_id(act.id))
-        hour = await _current_hour()
         ledger, tempo = _dupes("ledger", True), _dupes("temporal", True)
 
-        await handle.trigger()
+        await handle.trigger()  # fires "now": snaps to H, the latest nominal time
 
         async def ran_hour() -> bool:
             return hour in await nominal_times(db_pool, act.id)
 
-        await eventually(ran_hour, 90, "the triggered run of the current hour")
+        await eventually(ran_hour, 90, "the triggered run of the latest nominal time")
         await handle.trigger()  # the same nominal hour again: activity_runs has it
 
         async def ledger_dupe() -> bool:
@@ -109,16 +111,16 @@ async def test_trigger_and_backfill_of_a_time_that_ran_start_nothing_twice(
 async def test_dedupe_key_strategy_skip_does_not_suppress_equal_content(
     temporal, db_pool, cfg, activities, cron_worker
 ):
+    trigger, hour = _hours_of_yesterday()
     act = await activities(
-        HOURLY,
+        trigger,
         dedupe_key_strategy="skip",
         tasks=[{"type": "noop", "payload": {"report": "same content every time"}}],
     )
     async with cron_worker():
         await sync.reconcile(temporal, db_pool, cfg.temporal.task_queue)
         await sync.pause(temporal, str(act.id))
-        hour = await _current_hour()
-        first, second = hour - 3 * HOUR, hour - 2 * HOUR
+        first, second = hour - 2 * HOUR, hour - HOUR
         await temporal.get_schedule_handle(schedule_id(act.id)).backfill(
             ScheduleBackfill(first - timedelta(seconds=1), second + timedelta(seconds=1),
                              ScheduleOverlapPolicy.ALLOW_ALL)

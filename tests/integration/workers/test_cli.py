@@ -1,6 +1,6 @@
 """``ingest worker`` as a real process: serves a run, exports metrics, stops on SIGTERM.
 
-Run as ``python -m app.commands.worker`` (the same parser and code as ``ingest worker``) so
+Run as ``python -m app.commands worker`` (the same parser and code as ``ingest worker``) so
 these tests do not depend on the other subcommands importing cleanly.
 """
 
@@ -47,7 +47,7 @@ async def get_text(url: str) -> str:
 async def test_worker_process_runs_workflows_and_stops_on_sigterm(cfg, temporal, db_pool):
     port, sdk_port = free_ports(2)
     proc = await asyncio.create_subprocess_exec(
-        *[sys.executable, "-m", "app.commands.worker", "--metrics-port", str(port)],
+        *[sys.executable, "-m", "app.commands", "worker", "--metrics-port", str(port)],
         cwd=ROOT,
         env=env_for(cfg, INGEST_SDK_METRICS_PORT=str(sdk_port)),
         stdout=asyncio.subprocess.PIPE,
@@ -72,7 +72,7 @@ async def test_worker_process_runs_workflows_and_stops_on_sigterm(cfg, temporal,
 
 def test_unreachable_database_is_one_clear_line_and_exit_1(cfg):
     out = subprocess.run(
-        [sys.executable, "-m", "app.commands.worker", "--metrics-port", "0"],
+        [sys.executable, "-m", "app.commands", "worker", "--metrics-port", "0"],
         cwd=ROOT,
         env=env_for(cfg, DATABASE_URL=f"postgresql://postgres@127.0.0.1:{free_port()}/x"),
         capture_output=True,
@@ -87,7 +87,7 @@ def test_unreachable_database_is_one_clear_line_and_exit_1(cfg):
 
 def test_bad_handler_list_is_a_configuration_error(cfg):
     out = subprocess.run(
-        [sys.executable, "-m", "app.commands.worker", "--handlers", "no_such_mod_q:f"],
+        [sys.executable, "-m", "app.commands", "worker", "--handlers", "no_such_mod_q:f"],
         cwd=ROOT,
         env=env_for(cfg),
         capture_output=True,
