@@ -11,7 +11,7 @@ TYPED := app pipeline schemas router replay ingress workers scheduler definition
 # The real Temporal server of `make test-server` (UI :8333), beside the dev server on 7233.
 SERVER_ENV := INGEST_STACK_TEMPORAL=server INGEST_STACK_TEMPORAL_PORT=7333 INGEST_STACK_TEMPORAL_UI_PORT=8333
 
-.PHONY: system-deps install run test test-unit test-server faults bench lint stack-up stack-down stack-status clean
+.PHONY: system-deps install promtool-k8s run test test-unit test-server faults bench lint stack-up stack-down stack-status clean
 
 # The system packages, installed with apt when missing (root); without root or apt it
 # stops with one line naming what is missing and how to install it.
@@ -43,7 +43,7 @@ run: system-deps stack-up
 
 # The test suite against the real local stack (CI runs exactly this): all of it on the
 # dev server, then its real-server subset on the real Temporal server.
-test: system-deps lint stack-up
+test: system-deps lint stack-up promtool-k8s
 	$(BIN)/ingest stack build
 	FAULTS_REPORT=1 $(BIN)/pytest -q -m "not slow and not server_only" $(PYTEST_ARGS)
 	@$(MAKE) --no-print-directory test-server
@@ -71,6 +71,17 @@ fuzz: stack-up
 bench: stack-up
 	$(BIN)/python -m pip install -q -e '.[dev,bench]' -e ./stack
 	$(BIN)/python -m bench.run_all
+
+# Upstream's promtool, which knows Kubernetes service discovery (Debian's does not), to
+# check deploy/prometheus/prometheus-k8s.yml: built once with `go install`, cached outside
+# the checkout (tests/support/prometheus.py names the same version and path).
+PROMTOOL_K8S_VERSION := v0.316.0
+PROMTOOL_K8S := $(HOME)/.cache/ingest/promtool/$(PROMTOOL_K8S_VERSION)/promtool
+promtool-k8s: $(PROMTOOL_K8S)
+$(PROMTOOL_K8S):
+	@mkdir -p $(dir $@)
+	GOBIN=$(dir $@).build GOFLAGS=-mod=mod go install github.com/prometheus/prometheus/cmd/promtool@$(PROMTOOL_K8S_VERSION)
+	mv $(dir $@).build/promtool $@ && rmdir $(dir $@).build
 
 # The gates that need no service: lint, format, types. `make test` runs them first.
 lint: install
