@@ -91,7 +91,7 @@ lint: install
 
 # The unit tests alone: no stack, no service (Java runs the time-skipping test server).
 test-unit: install
-	$(BIN)/pytest -q tests/unit $(PYTEST_ARGS)
+	INGEST_TEST_NO_STACK=1 $(BIN)/pytest -q tests/unit $(PYTEST_ARGS)
 
 clean: stack-down
 	rm -rf .stack $(VENV)

@@ -85,6 +85,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 @pytest.fixture(scope="session")
 def stack(request: pytest.FixtureRequest) -> Iterator[Stack]:
+    if os.environ.get("INGEST_TEST_NO_STACK"):  # make test-unit: no service at all
+        pytest.fail("this test needs the local stack; make test-unit runs without one")
     cfg = StackSettings(dir=ROOT / ".stack")
     if manager.status(cfg) != 0:
         assert manager.up(cfg) == 0, "ingest stack up failed; see .stack/logs/"
