@@ -92,7 +92,7 @@ async def run(ceiling: float | None = None) -> dict[str, object]:
     finally:
         await drop_env(env)
     p50, p99 = _pct(lat, 0.50), _pct(lat, 0.99)
-    figures = {
+    figures: dict[str, object] = {
         "raw_ceiling_per_second": ceiling,
         "target_rate_per_second": round(rate, 1),
         "achieved_rate_per_second": round(achieved, 1),

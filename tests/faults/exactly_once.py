@@ -38,12 +38,12 @@ def source_of(msg: Any) -> Coord:
     if src is not None:
         _, part, off = src.decode().rsplit("/", 2)
         return int(part), int(off)
-    part, off = (
+    dlq_part, dlq_off = (
         header(msg.headers, "dlq_source_partition"),
         header(msg.headers, "dlq_source_offset"),
     )
-    assert part is not None and off is not None, f"record without its source: {msg.headers}"
-    return int(part), int(off)
+    assert dlq_part is not None and dlq_off is not None, f"record without its source: {msg.headers}"
+    return int(dlq_part), int(dlq_off)
 
 
 @dataclass

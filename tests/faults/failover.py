@@ -24,6 +24,7 @@ and ``route_p50_s`` (the median, for scale).
 from __future__ import annotations
 
 import asyncio
+import functools
 import statistics
 import time
 import uuid
@@ -188,7 +189,7 @@ async def run(
         row.update(drain_s=round(time.monotonic() - t_drain))
         for group, topic in ((pipe.ingress_group, topics.raw), (pipe.router_group, topics.events)):
             await wait.eventually(
-                lambda g=group, t=topic: h.caught_up(cluster.bootstrap, g, t),
+                functools.partial(h.caught_up, cluster.bootstrap, group, topic),
                 120,
                 f"group {group} to commit to the end of {topic}",
             )

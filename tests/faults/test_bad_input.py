@@ -108,7 +108,7 @@ async def test_bad_input_corpus_reaches_the_dlq(stack, cfg, topics, task_queue, 
     events = await kafka.read_all(stack.kafka, topics.events)
     got = {orjson.loads(m.value)["event_id"] for m in events}
     figures.update(lost=len(good_at) - len(got), dlq=len(dlq), dlq_expected=len(bad_at))
-    seen = Counter()
+    seen: Counter[tuple[int, int]] = Counter()
     for m in dlq:
         hd = dict(m.headers)
         assert hd["dlq_source_topic"].decode() == topics.raw

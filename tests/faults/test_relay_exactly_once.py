@@ -102,21 +102,21 @@ async def test_relay_emits_exactly_once_under_kills(
     progress_topic = f"progress-{instance}"
     ep = h.Endpoints(kafka_cluster.bootstrap, stack.temporal, database_url)
     pipe = fault.pipeline(ep, cluster_topics, task_queue)
-    relay_env = {
-        "INGEST_RELAY_INSTANCE": instance,
-        "INGEST_RELAY_PROGRESS_TOPIC": progress_topic,
-        "INGEST_RELAY_BATCH_SIZE": "25",
-        "INGEST_RELAY_POLL_INTERVAL_MS": "50",
-        "INGEST_RELAY_LOCK_RETRY_SECONDS": "0.2",
-        # Each transaction stays open a while after its records are sent, so the relay
-        # kills land inside open transactions (checked: aborted_copies > 0).
-        "INGEST_RELAY_FAULT_COMMIT_DELAY_SECONDS": COMMIT_DELAY,
-    }
     scale = "full" if emits >= 5000 else "reduced"
     figures = fault.figures("19 outbox relay: relay, worker, leader SIGKILL", events=emits)
     figures.update(scale=scale)
     worker = await pipe.spawn("worker")
-    relay = await pipe.spawn("relay", **relay_env)
+    relay = await pipe.spawn(
+        "relay",
+        INGEST_RELAY_INSTANCE=instance,
+        INGEST_RELAY_PROGRESS_TOPIC=progress_topic,
+        INGEST_RELAY_BATCH_SIZE="25",
+        INGEST_RELAY_POLL_INTERVAL_MS="50",
+        INGEST_RELAY_LOCK_RETRY_SECONDS="0.2",
+        # Each transaction stays open a while after its records are sent, so the relay
+        # kills land inside open transactions (checked: aborted_copies > 0).
+        INGEST_RELAY_FAULT_COMMIT_DELAY_SECONDS=COMMIT_DELAY,
+    )
     runs: list[Any] = []
     starter = asyncio.create_task(_start_paced(temporal, aid, task_queue, emits // PER_RUN, runs))
     fault.cleanup(lambda: _cancel(starter))

@@ -115,9 +115,16 @@ class Verdict:
         ), self
 
 
+def _task_id(m: Any) -> str:
+    """The ``task_id`` dedupe header of a relayed record (every one carries it)."""
+    raw = kafka.header(m.headers, "task_id")
+    assert raw is not None, m
+    return raw.decode()
+
+
 def verdict(records: list[Any], order: dict[bytes, list[str]]) -> Verdict:
     """Set equality, duplicates (by the ``task_id`` dedupe header) and per-key order."""
-    ids = [kafka.header(m.headers, "task_id").decode() for m in records]
+    ids = [_task_id(m) for m in records]
     expected = {i for ids_ in order.values() for i in ids_}
     counts = Counter(ids)
     per_key: dict[bytes, list[str]] = defaultdict(list)

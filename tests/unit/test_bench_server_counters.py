@@ -52,7 +52,7 @@ def test_processes_are_summed_and_deltas_are_per_run() -> None:
 
 
 def test_a_phase_figure_is_missing_if_any_round_lacks_it() -> None:
-    rounds = [
+    rounds: list[dict[str, float | None]] = [
         {"state_transitions": 12.0, "pg_transactions": None},
         {"state_transitions": 14.0, "pg_transactions": 30.0},
     ]
@@ -60,7 +60,10 @@ def test_a_phase_figure_is_missing_if_any_round_lacks_it() -> None:
 
 
 def test_state_transitions_come_from_the_server_else_from_the_histories() -> None:
-    phase = {"server_per_run": {"state_transitions": 13.0}, "history_per_run": {}}
+    phase: dict[str, dict[str, float | None]] = {
+        "server_per_run": {"state_transitions": 13.0},
+        "history_per_run": {},
+    }
     assert _transitions(phase) == 13.0
     phase = {
         "server_per_run": {"state_transitions": None},

@@ -36,6 +36,7 @@ async def test_sigkilled_worker_leaves_the_sla_timer_intact(
         worker = await pipe.spawn("worker")
         run, task, _ = await start_approval_run(temporal, db_pool, task_queue, config)
         s = await wait_state(task, lambda s: s.status == "waiting")
+        assert s.deadline is not None
         deadline = at(s.deadline)
         await worker.kill()  # SIGKILL: no drain, the workflow stays cached on a dead worker
         await asyncio.sleep(1)
@@ -64,6 +65,7 @@ async def test_sigkilled_worker_leaves_the_sla_timer_intact(
             1,
             "escalated",
         )
+        assert after.deadline is not None
         assert (at(after.deadline) - deadline).total_seconds() == 120
         # The escalation contact may decide now; the run goes on.
         await decide(task, "carol", "approve")

@@ -9,6 +9,7 @@ The producer side is the SDK's own rendering, not ours.
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 import orjson
 from cloudevents.http import CloudEvent
@@ -78,7 +79,7 @@ async def test_cloudevents_are_one_run_per_source_and_id(cfg, topics, temporal, 
 
     # Both renderings of one event were stamped with the same event_id, and it keeps
     # the producer's id and source.
-    stamped: dict[str, list[dict[str, object]]] = {}
+    stamped: dict[str, list[dict[str, Any]]] = {}
     for m in await kafka.read_all(bootstrap, topics.events):
         doc = orjson.loads(m.value)
         stamped.setdefault(doc["event_id"], []).append(doc)

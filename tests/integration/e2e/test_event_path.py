@@ -34,11 +34,12 @@ async def test_event_path_end_to_end(cfg, topics, temporal, db_pool):
     a_noop = await db.seed_activity(db_pool, etype, tasks=[{"type": "noop"}])
     await db.seed_activity(db_pool, f"unrelated.{tag}")
 
-    no_id = [(None, db.event(etype, order_id=f"o-{tag}-{i}"), []) for i in range(10)]
-    with_id = [
+    Records = list[tuple[bytes | None, bytes, list[tuple[str, bytes]]]]
+    no_id: Records = [(None, db.event(etype, order_id=f"o-{tag}-{i}"), []) for i in range(10)]
+    with_id: Records = [
         (None, db.event(etype, f"e-{tag}-{i}", order_id=f"p-{tag}-{i}"), []) for i in range(5)
     ]
-    cloud = [
+    cloud: Records = [
         (
             None,
             orjson.dumps(
@@ -53,7 +54,11 @@ async def test_event_path_end_to_end(cfg, topics, temporal, db_pool):
             [],
         )
     ]
-    malformed = [(None, b"not json", []), (None, b"[1, 2]", []), (None, b'{"data": {}}', [])]
+    malformed: Records = [
+        (None, b"not json", []),
+        (None, b"[1, 2]", []),
+        (None, b'{"data": {}}', []),
+    ]
     coords = await kafka.produce(
         cfg.kafka.bootstrap_servers, topics.raw, no_id + with_id + cloud + malformed
     )

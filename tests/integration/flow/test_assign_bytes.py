@@ -83,7 +83,7 @@ async def test_the_budget_is_shared_by_the_tasks_and_max_size_still_counts(
     monkeypatch.setattr("schemas.flow.spec.WINDOW_MAX_BYTES", 20_000)
     batch = BatchDef(max_size=2, timeout=60)
     # 1 + 3 tasks (count): every task carries the batch, so each batch holds 5,000 bytes
-    tasks = [{"type": "noop"}, {"type": "noop", "count": 3}]
+    tasks: list[dict[str, object]] = [{"type": "noop"}, {"type": "noop", "count": 3}]
     aid = await seed_flow_activity(db_pool, "t", {"batch": batch.model_dump()}, tasks)
     await assign(
         db_pool,

@@ -15,7 +15,7 @@ from unittest.mock import ANY
 import asyncpg
 import pytest
 from prometheus_client import REGISTRY
-from temporalio.client import Client, WorkflowExecutionStatus
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError
 
 from router.flow.concurrency_view import concurrency_rows
 from schemas.ids import flow_resource, permit_workflow_id
@@ -191,7 +191,7 @@ async def test_a_bad_priority_fails_the_plan_naming_the_field(
     run = event_run(activity_id, data={"p": 9})
     async with slot_worker(_registry(pool)):
         handle = await start_run(temporal, run, cfg.temporal.task_queue)
-        with pytest.raises(Exception) as info:
+        with pytest.raises(WorkflowFailureError) as info:
             await asyncio.wait_for(handle.result(), 60)
     assert "flow.priority.key 'data.p': is 9, not an integer 1..5" in str(info.value.cause)
     assert await pool.fetchval("SELECT count(*) FROM flow_visits") == 0

@@ -126,7 +126,9 @@ async def test_a_member_no_run_can_carry_goes_to_the_dlq_and_the_others_run(cfg,
     tag = uuid.uuid4().hex[:8]
     small = [f"s-{tag}-{i}" for i in range(6)]
     big = f"big-{tag}"
-    msgs = [(b"k", _event(etype, e, i, pad=1_000), []) for i, e in enumerate(small[:3])]
+    msgs: list[tuple[bytes, bytes, list[tuple[str, bytes]]]] = [
+        (b"k", _event(etype, e, i, pad=1_000), []) for i, e in enumerate(small[:3])
+    ]
     msgs.append((b"k", _event(etype, big, 3, pad=800_000), []))
     msgs += [(b"k", _event(etype, e, i, pad=1_000), []) for i, e in enumerate(small[3:], 4)]
     sent = await kafka.produce(cfg.kafka.bootstrap_servers, cfg.kafka.events_topic, msgs)

@@ -86,9 +86,9 @@ async def test_ingress_stamps_keys_and_dead_letters(cfg, topics, stack) -> None:
         assert msg.key == want.encode()
         h = dict(msg.headers)
         assert h["ingress_stamp"] == (b"source" if expected is None else b"existing")
-        for name, value in headers:
+        for name, v in headers:
             if not name.startswith("ce_"):
-                assert h[name] == value
+                assert h[name] == v
     binary = orjson.loads(by_source[f"{topics.raw}/{coords[3][0]}/{coords[3][1]}"].value)
     assert binary == {
         "event_id": cloudevent_event_id("/bin", "bin-1"),

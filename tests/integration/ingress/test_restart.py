@@ -26,7 +26,9 @@ N = 30
 
 async def test_restart_before_commit_redelivers_with_the_same_ids(stack, topics, tmp_path) -> None:
     group = f"ingress-{uuid.uuid4()}"
-    items = [(None, orjson.dumps({"type": "t", "data": {"i": i}}), [], i % 3) for i in range(N)]
+    items: list[tuple[bytes | None, bytes, list[tuple[str, bytes]], int]] = [
+        (None, orjson.dumps({"type": "t", "data": {"i": i}}), [], i % 3) for i in range(N)
+    ]
     items.append((b"bad", b"{broken", [], 0))
     await produce(stack.kafka, topics.raw, items)
 
@@ -115,6 +117,7 @@ def produced(proc: subprocess.Popen[bytes], stack, topic: str, n: int):
 
     async def check() -> bool:
         if proc.poll() is not None:
+            assert proc.stderr is not None
             raise AssertionError(f"ingress exited {proc.returncode}: {proc.stderr.read().decode()}")
         return await count(stack.kafka, topic) >= n
 

@@ -62,7 +62,9 @@ def _config(group: str, **kw: Any) -> IngressSettings:
 
 async def test_transactional_ingress_writes_each_event_once(cfg, topics, stack) -> None:
     group = f"txi-{uuid.uuid4()}"
-    values = [(f"k{i}".encode(), orjson.dumps({"type": "a", "i": i}), []) for i in range(300)]
+    values: list[tuple[bytes, bytes, list[tuple[str, bytes]]]] = [
+        (f"k{i}".encode(), orjson.dumps({"type": "a", "i": i}), []) for i in range(300)
+    ]
     values.append((b"bad", b"not json", []))
     coords = await produce(stack.kafka, topics.raw, values)
     shutdown = Shutdown()

@@ -14,6 +14,7 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TypedDict
 
 import orjson
 from aiokafka import AIOKafkaProducer
@@ -176,10 +177,20 @@ async def long_dead_letter(cfg) -> None:  # type: ignore[no-untyped-def]
         await producer.stop()
 
 
-def layout(url: str, shots: Path) -> dict[str, object]:
+class Layout(TypedDict, total=False):
+    """What :func:`layout` saw, filled in as it walks the pages (CSS pixels)."""
+
+    signed_out_app_displayed: bool
+    signed_out_no_token_notice: bool
+    window: int
+    page: int
+    started_right: float
+
+
+def layout(url: str, shots: Path) -> Layout:
     """Signed out, then signed in with the long DLQ value on the page: what is displayed,
     and how wide the page is against the window."""
-    seen: dict[str, object] = {}
+    seen: Layout = {}
     with signed_in(url, shots, sign_in=False) as (browser, wait):
         wait.until(ec.visibility_of_element_located((By.ID, "token")))
         seen["signed_out_app_displayed"] = browser.find_element(By.ID, "app").is_displayed()

@@ -225,7 +225,8 @@ async def test_pending_fix_is_listed_in_the_pending_gauge_until_fixed(
         assert await gauges.refresh(db_pool) == 1
         labels = {"activity": p.activity_id, "task_type": "charge"}
         assert REGISTRY.get_sample_value("pipeline_tasks_pending_fix", labels) == 1
-        assert REGISTRY.get_sample_value("pipeline_task_pending_fix_oldest_seconds", labels) >= 0
+        oldest = REGISTRY.get_sample_value("pipeline_task_pending_fix_oldest_seconds", labels)
+        assert oldest is not None and oldest >= 0
         await ops_api.json("POST", f"/api/tasks/{p.task_id}/fix", json={"patch": {"amount": 1}})
         await asyncio.wait_for(p.handle.result(), 60)
     assert await gauges.refresh(db_pool) == 0

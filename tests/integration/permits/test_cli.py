@@ -38,7 +38,8 @@ async def test_apply_resources_then_list_and_release_a_held_permit(
     res = f"cli-{uuid.uuid4().hex[:6]}"
     trigger = {"type": "event", "event_type": "cli.test"}
     tasks = [{"type": "hang", "permit": {"resource": res}}]
-    act = {"id": str(uuid.uuid4()), "name": "permit-cli", "trigger": trigger, "tasks": tasks}
+    activity_id = str(uuid.uuid4())
+    act = {"id": activity_id, "name": "permit-cli", "trigger": trigger, "tasks": tasks}
     bad = tmp_path / "bad.json"
     bad.write_bytes(orjson.dumps({"activities": [act]}))
     code, out = await ingest(cfg, "activities", "apply", str(bad), "--no-sync", *HANG)
@@ -57,7 +58,7 @@ async def test_apply_resources_then_list_and_release_a_held_permit(
     async def hang(ctx: TaskContext) -> None:
         await done.wait()
 
-    run = event_run(act["id"])
+    run = event_run(activity_id)
     async with permit_worker(registry_with(hang=hang)):
         handle = await start_run(temporal, run, cfg.temporal.task_queue)
 

@@ -34,7 +34,7 @@ async def test_a_database_never_migrated_is_refused(database_url: str) -> None:
         await conn.execute("DROP TABLE schema_migrations")  # as a fresh database has none
     finally:
         await conn.close()
-    cfg = settings.DatabaseSettings(url=database_url)
+    cfg = settings.DatabaseSettings(DATABASE_URL=database_url)
     with pytest.raises(db.SchemaBehind) as caught:
         await db_pool(cfg)
     assert caught.value.pending == [v for v, _ in db.migrations()]

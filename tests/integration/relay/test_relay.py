@@ -7,6 +7,7 @@ transactional id) and topics.
 from __future__ import annotations
 
 import asyncio
+import functools
 import signal
 import uuid
 from asyncio.subprocess import Process
@@ -193,7 +194,7 @@ async def test_relay_sigkilled_repeatedly_neither_skips_nor_duplicates(
     for kill in range(3):
         proc = await spawn(env, log)
         mark = n * (kill + 1) // 5  # at least 20 % more each time
-        await eventually(lambda m=mark: _is(db_pool, instance, m), 120, f"{mark} published")
+        await eventually(functools.partial(_is, db_pool, instance, mark), 120, f"{mark} published")
         proc.send_signal(signal.SIGKILL)
         await proc.wait()
     proc = await spawn(env, log)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from typing import Any
 
 import orjson
 
@@ -34,6 +35,13 @@ def _new(after, before):  # type: ignore[no-untyped-def]
 
 def _h(msg, name: str) -> bytes | None:  # type: ignore[no-untyped-def]
     return dict(msg.headers).get(name)
+
+
+def _required(msg: Any, name: str) -> bytes:
+    """Header ``name`` of ``msg``, which every DLQ record carries."""
+    value = _h(msg, name)
+    assert value is not None, f"no {name} header: {msg.headers}"
+    return value
 
 
 async def _ingress_until_dead_lettered(cfg, n: int) -> None:  # type: ignore[no-untyped-def]
@@ -81,7 +89,7 @@ async def test_dlq_redrive_after_a_fix(cfg, temporal, db_pool):
         db_pool,
     )
     before = await kafka.read_all(k.bootstrap_servers, k.dlq_topic)
-    assert sorted(_h(m, "dlq_reason") for m in before) == [
+    assert sorted(_required(m, "dlq_reason") for m in before) == [
         b"missing_event_id",
         b"not_json",
         b"too_large",
@@ -125,7 +133,7 @@ async def test_dlq_redrive_after_a_fix(cfg, temporal, db_pool):
 
     after = await kafka.read_all(k.bootstrap_servers, k.dlq_topic)
     back = _new(after, before)
-    assert sorted(_h(m, "dlq_reason") for m in back) == [b"missing_event_id", b"not_json"]
+    assert sorted(_required(m, "dlq_reason") for m in back) == [b"missing_event_id", b"not_json"]
     for m in back:
         assert _h(m, "dlq_attempt") == b"2"
         first = next(o for o in before if _h(o, "dlq_reason") == _h(m, "dlq_reason"))
@@ -152,7 +160,7 @@ async def test_dlq_redrive_after_a_fix(cfg, temporal, db_pool):
     assert again.stats.started == 0 and again.extra["to_events"] == 0
     final = await kafka.read_all(k.bootstrap_servers, k.dlq_topic)
     carried = _new(final, after)
-    assert sorted(_h(m, "dlq_attempt") for m in carried) == [b"2", b"2"]
+    assert sorted(_required(m, "dlq_attempt") for m in carried) == [b"2", b"2"]
     assert len(await kafka.read_all(k.bootstrap_servers, k.events_topic)) == len(events)
 
 

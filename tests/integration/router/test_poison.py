@@ -48,7 +48,7 @@ async def test_poison_records_are_dead_lettered_and_the_rest_runs(cfg, temporal,
         (doc(throttled, f"c-{tag}", k="a\nb"), "bad_flow_key"),
     ]
     good = [f"g-{tag}-{i}" for i in range(12)]
-    records = [(None, v, []) for v, _ in poison]
+    records: list[tuple[None, bytes, list[tuple[str, bytes]]]] = [(None, v, []) for v, _ in poison]
     records += [
         (None, doc(plain if i % 2 else throttled, e, k="a"), []) for i, e in enumerate(good)
     ]

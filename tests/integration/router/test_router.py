@@ -17,7 +17,9 @@ async def test_routes_dedupes_and_dead_letters(cfg, temporal, db_pool):
     await db.seed_activity(db_pool, "other.type")
     tag = uuid.uuid4().hex[:8]
     unique = [f"e-{tag}-{i}" for i in range(20)]
-    msgs = [(e.encode(), db.event("order.created", e, n=i), []) for i, e in enumerate(unique)]
+    msgs: list[tuple[bytes, bytes, list[tuple[str, bytes]]]] = [
+        (e.encode(), db.event("order.created", e, n=i), []) for i, e in enumerate(unique)
+    ]
     redelivered = unique[:5]
     msgs += [(e.encode(), db.event("order.created", e), []) for e in redelivered]
     msgs += [

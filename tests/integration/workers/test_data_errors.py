@@ -19,8 +19,8 @@ import hashlib
 import random
 import string
 import uuid
-from collections.abc import Awaitable
-from typing import TypeVar
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
 import asyncpg
 import pytest
@@ -89,7 +89,7 @@ async def _tasks(pool: asyncpg.Pool, run_id: str) -> list[asyncpg.Record]:
     )
 
 
-async def _slot_activity(pool: asyncpg.Pool, tasks: list[dict[str, object]]) -> str:
+async def _slot_activity(pool: asyncpg.Pool, tasks: list[dict[str, Any]]) -> str:
     """An activity whose runs hold one slot per ``data.k`` (limit 1) around their tasks."""
     activity_id = str(uuid.uuid4())
     act = ActivityDef.model_construct(
@@ -220,7 +220,11 @@ def _refusing_flow_acquire(deps: PartDeps) -> WorkerPart:
         raise asyncpg.exceptions.CheckViolationError('violates check constraint "test"')
 
     flow = FlowActivities(deps.pool)
-    acts = [*PermitActivities(deps.pool).all(), flow_acquire, flow.flow_release]
+    acts: list[Callable[..., Any]] = [
+        *PermitActivities(deps.pool).all(),
+        flow_acquire,
+        flow.flow_release,
+    ]
     return WorkerPart("permits", activities=acts)
 
 

@@ -231,15 +231,15 @@ def metric_problems(
     # Grouping labels: only checkable when every series in the text is ours.
     foreign = re.search(r"\b(temporal_[A-Za-z0-9_]*|up)\b", text)
     if referenced and not foreign:
-        allowed = set(TARGET_LABELS)
+        grouping: set[str] = set(TARGET_LABELS)
         for base, suffix in referenced:
-            allowed |= metrics[base][1]
+            grouping |= metrics[base][1]
             if suffix == "_bucket":
-                allowed.add("le")
+                grouping.add("le")
         for group in _GROUPING_RE.findall(text):
             for label in (x.strip() for x in group.split(",")):
-                if label and label not in allowed:
-                    problems.append(f"grouping label {label!r} is on none of {sorted(allowed)}")
+                if label and label not in grouping:
+                    problems.append(f"grouping label {label!r} is on none of {sorted(grouping)}")
     return problems
 
 

@@ -129,8 +129,12 @@ async def test_a_skip_is_counted_only_when_decided():
     )
     for _ in range(2):
         assert await g.decide(r, rl) == Decision(skip="rate_limit")
-    labels = {"activity": r.activity_id, "reason": "rate_limit"}
-    assert metric_value("pipeline_flow_runs_skipped_total", **labels) == 1
+    assert (
+        metric_value(
+            "pipeline_flow_runs_skipped_total", activity=r.activity_id, reason="rate_limit"
+        )
+        == 1
+    )
     assert (
         metric_value("pipeline_flow_runs_skipped_total", activity=r.activity_id, reason="singleton")
         == 0

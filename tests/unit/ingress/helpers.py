@@ -2,7 +2,20 @@
 
 from __future__ import annotations
 
+from typing import TypedDict
+
 from aiokafka.structs import ConsumerRecord
+
+from ingress.stamping import Strategy
+
+
+class TransformKw(TypedDict):
+    """The keyword arguments of :func:`ingress.records.transform`."""
+
+    strategy: Strategy
+    events_topic: str
+    dlq_topic: str
+    max_bytes: int
 
 
 def record(

@@ -16,9 +16,14 @@ from aiokafka.errors import (
 from ingress.delivery import DrainTimeout, FatalProduceError, deliver
 from ingress.records import Outgoing, transform
 from ingress.stamping import SourceStrategy
-from tests.unit.ingress.helpers import record
+from tests.unit.ingress.helpers import TransformKw, record
 
-KW = {"strategy": SourceStrategy(), "events_topic": "ev", "dlq_topic": "dlq", "max_bytes": 10**6}
+KW: TransformKw = {
+    "strategy": SourceStrategy(),
+    "events_topic": "ev",
+    "dlq_topic": "dlq",
+    "max_bytes": 10**6,
+}
 
 
 class FakeProducer:
@@ -41,9 +46,11 @@ class FakeProducer:
         self.calls += 1
         where, exc = self.script.get(n, ("", None))
         if where == "send":
+            assert exc is not None
             raise exc
         fut: asyncio.Future[object] = asyncio.get_running_loop().create_future()
         if where == "future":
+            assert exc is not None
             fut.set_exception(exc)
         else:
             self.sent.append((topic, key, value))
@@ -87,6 +94,12 @@ class BatchingProducer(FakeProducer):
             self.sent.extend((topic, k, v) for k, v in batch.items)
             fut.set_result(None)
         return fut
+
+
+def key_of(r: Outgoing) -> bytes:
+    """The key of a stamped event (never None)."""
+    assert r.key is not None
+    return r.key
 
 
 def recs(n: int) -> list[Outgoing]:
@@ -177,7 +190,9 @@ async def test_keyed_records_get_the_crc32_partition_explicitly():
     producer = FakeProducer()
     records = recs(6)
     await run(producer, records)
-    assert producer.partitions == [key_partition(r.key, FakeProducer.PARTITIONS) for r in records]
+    assert producer.partitions == [
+        key_partition(key_of(r), FakeProducer.PARTITIONS) for r in records
+    ]
 
 
 # -- the batched path (what the service uses) -----------------------------------
@@ -192,7 +207,7 @@ async def test_records_go_as_one_closed_batch_per_partition() -> None:
     assert p.calls == 0 and sorted(r.source.offset for r in acked) == list(range(12))
     want: dict[int, list[bytes | None]] = {}
     for r in records:
-        want.setdefault(key_partition(r.key, FakeProducer.PARTITIONS), []).append(r.key)
+        want.setdefault(key_partition(key_of(r), FakeProducer.PARTITIONS), []).append(r.key)
     got = {part: [k for k, _ in items] for _, part, items in p.batches}
     assert got == want and len(p.batches) == len(want) and sleeps == []  # order kept
 

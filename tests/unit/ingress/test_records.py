@@ -8,9 +8,14 @@ from ingress import records
 from ingress.records import H_SOURCE, H_STAMP, transform
 from ingress.stamping import SourceStrategy, Strategy
 from schemas.ids import source_event_id
-from tests.unit.ingress.helpers import record
+from tests.unit.ingress.helpers import TransformKw, record
 
-KW = {"strategy": SourceStrategy(), "events_topic": "ev", "dlq_topic": "dlq", "max_bytes": 1000}
+KW: TransformKw = {
+    "strategy": SourceStrategy(),
+    "events_topic": "ev",
+    "dlq_topic": "dlq",
+    "max_bytes": 1000,
+}
 
 
 def hdrs(out: records.Outgoing) -> dict[str, bytes]:
@@ -30,6 +35,7 @@ def test_stamped_event_is_keyed_by_event_id_with_headers() -> None:
     eid = source_event_id("raw", 1, 7)
     assert out.topic == "ev" and out.reason is None and out.label == "source"
     assert out.key == eid.encode()
+    assert out.value is not None
     assert orjson.loads(out.value) == {"event_id": eid, "type": "t", "data": {"a": 1}}
     assert hdrs(out) == {"trace": b"1", H_STAMP: b"source", H_SOURCE: b"raw/1/7"}
 
@@ -37,6 +43,7 @@ def test_stamped_event_is_keyed_by_event_id_with_headers() -> None:
 def test_existing_id_kept_and_incoming_ingress_headers_replaced() -> None:
     msg = record(b'{"type":"t","event_id":"mine"}', headers=[(H_STAMP, b"forged")])
     out = transform(msg, **KW)
+    assert out.value is not None
     assert out.key == b"mine" and orjson.loads(out.value)["event_id"] == "mine"
     assert [v for k, v in out.headers if k == H_STAMP] == [b"existing"]
 
@@ -68,5 +75,6 @@ def test_a_bug_in_stamping_goes_to_dlq_not_up_the_stack() -> None:
             raise RuntimeError("boom")
 
     strategy: Strategy = Broken()
-    out = transform(record(b'{"type":"t"}'), **{**KW, "strategy": strategy})
+    kw: TransformKw = {**KW, "strategy": strategy}
+    out = transform(record(b'{"type":"t"}'), **kw)
     assert out.reason == records.R_INTERNAL and b"boom" in hdrs(out)["dlq_detail"]

@@ -37,9 +37,14 @@ def test_batch_acks_commit_point_is_the_lowest_unacknowledged_offset() -> None:
     from ingress.acks import BatchAcks
     from ingress.records import transform
     from ingress.stamping import SourceStrategy
-    from tests.unit.ingress.helpers import record
+    from tests.unit.ingress.helpers import TransformKw, record
 
-    kw = {"strategy": SourceStrategy(), "events_topic": "ev", "dlq_topic": "dlq", "max_bytes": 99}
+    kw: TransformKw = {
+        "strategy": SourceStrategy(),
+        "events_topic": "ev",
+        "dlq_topic": "dlq",
+        "max_bytes": 99,
+    }
     a, b = TopicPartition("raw", 0), TopicPartition("raw", 1)
     msgs = {a: [record(b'{"type":"t"}', offset=o) for o in (10, 11, 13)]}  # 12: a marker
     msgs[b] = [record(b"bad", partition=1, offset=5)]

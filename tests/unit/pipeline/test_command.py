@@ -24,8 +24,12 @@ def _parser(cmd: Command) -> argparse.ArgumentParser:
     return parser
 
 
+def _flags_n(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--n", type=int)
+
+
 def test_flags_and_run_of_a_plain_command() -> None:
-    cmd = Command("go", help="h", run=_run_a, flags=lambda p: p.add_argument("--n", type=int))
+    cmd = Command("go", help="h", run=_run_a, flags=_flags_n)
     args = _parser(cmd).parse_args(["go", "--n", "5"])
     assert (args.command, args.n, args.func(args)) == ("go", 5, 3)
 
@@ -47,7 +51,11 @@ def test_preformatted_keeps_the_line_breaks() -> None:
     text = "line one\n  indented two"
     for raw, kept in ((True, True), (False, False)):
         cmd = Command("x", help="h", description=text, run=_run_a, preformatted=raw)
-        sub = _parser(cmd)._subparsers._group_actions[0].choices["x"]  # type: ignore[union-attr]
+        group = _parser(cmd)._subparsers
+        assert group is not None
+        subparsers = group._group_actions[0]
+        assert isinstance(subparsers, argparse._SubParsersAction)
+        sub = subparsers.choices["x"]
         assert (text in sub.format_help()) is kept
 
 

@@ -23,6 +23,7 @@ def test_secrets_never_printed(monkeypatch):
     text = repr(cfg) + str(cfg) + cfg.model_dump_json()
     for secret in ("db-s3cret", "tmprl-s3cret", "kafka-s3cret"):
         assert secret not in text
+    assert cfg.temporal.api_key is not None
     assert cfg.temporal.api_key.get_secret_value() == "tmprl-s3cret"
 
 

@@ -14,8 +14,10 @@ def cron(expr: str, tz: str = "UTC", **kw: object) -> CronTrigger:
     return CronTrigger(type="cron", cron=expr, timezone=tz, **kw)  # type: ignore[arg-type]
 
 
-def utc(*a: int) -> datetime:
-    return datetime(*a, tzinfo=UTC)  # type: ignore[misc]
+def utc(
+    year: int, month: int, day: int, hour: int = 0, minute: int = 0, second: int = 0
+) -> datetime:
+    return datetime(year, month, day, hour, minute, second, tzinfo=UTC)
 
 
 def test_floor_previous_following_in_a_zone_across_dst() -> None:

@@ -79,7 +79,7 @@ def _sample(cls: type) -> Any:
         origin = typing.get_origin(h)
         args = [a for a in typing.get_args(h) if a is not type(None)]
         base = args[0] if origin in (typing.Union, types.UnionType) else h
-        if dataclasses.is_dataclass(base):
+        if isinstance(base, type) and dataclasses.is_dataclass(base):
             kwargs[f.name] = _sample(base)
         elif typing.get_origin(base) is list:
             kwargs[f.name] = []

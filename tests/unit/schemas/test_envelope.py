@@ -27,9 +27,11 @@ def j(doc: object) -> bytes:
     return orjson.dumps(doc)
 
 
-def reason_of(value: bytes | None, headers: object = (), **kw: int) -> str:
+def reason_of(
+    value: bytes | None, headers: object = (), *, max_bytes: int = E.MAX_EVENT_BYTES
+) -> str:
     with pytest.raises(EnvelopeError) as info:
-        parse(value, headers, **kw)
+        parse(value, headers, max_bytes=max_bytes)
     return info.value.reason
 
 

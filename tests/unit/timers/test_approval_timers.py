@@ -60,7 +60,8 @@ async def test_reminders_then_escalation_then_auto_reject(
             remind_every_seconds=EVERY,
         )
         result: TaskInstanceResult = await handle.result()
-        state: ApprovalState = await handle.query(TaskInstanceWorkflow.approval)
+        state = await handle.query(TaskInstanceWorkflow.approval)
+        assert state is not None
 
     # Reminders every 10 h through both phases; escalation at 48 h, auto-reject at 72 h.
     assert _offsets(state) == [
@@ -93,7 +94,8 @@ async def test_a_decision_stops_the_reminders_and_the_sla(
             TaskInstanceWorkflow.decide, ApprovalDecision("alice", "approve")
         )
         result: TaskInstanceResult = await handle.result()
-        state: ApprovalState = await handle.query(TaskInstanceWorkflow.approval)
+        state = await handle.query(TaskInstanceWorkflow.approval)
+        assert state is not None
 
     kinds = [kind for kind, _ in _offsets(state)]
     assert kinds == ["requested", "reminder", "reminder", "decision"]

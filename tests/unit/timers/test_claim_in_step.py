@@ -19,6 +19,7 @@ from temporalio.testing import WorkflowEnvironment
 from schemas.ids import task_workflow_id
 from schemas.workflow_io import (
     FixRequest,
+    FixResult,
     TaskInstanceInput,
     TaskInstanceResult,
     TaskSpec,
@@ -101,8 +102,10 @@ async def test_a_fix_retries_with_run_handler_not_a_second_claim(
         )
         while "pending_fix" not in fakes.states:
             await time_env.sleep(1)
+        # By name, as ops.tasks sends it: temporalio types an update declared with
+        # ``@workflow.update(name=...)`` as returning the coroutine, not its result.
         await handle.execute_update(
-            TaskInstanceWorkflow.fix, FixRequest(actor="dave", patch={"n": 2})
+            "fix", FixRequest(actor="dave", patch={"n": 2}), result_type=FixResult
         )
         result: TaskInstanceResult = await handle.result()
     assert result.status == "succeeded"

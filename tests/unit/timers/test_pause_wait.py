@@ -12,6 +12,7 @@ from temporalio.testing import WorkflowEnvironment
 from schemas.ids import task_workflow_id
 from schemas.workflow_io import (
     FixRequest,
+    FixResult,
     FixState,
     TaskInstanceInput,
     TaskInstanceResult,
@@ -37,8 +38,10 @@ async def test_a_paused_task_waits_for_its_fix_for_weeks(
         await time_env.sleep(timedelta(days=30))
         paused: FixState = await handle.query(TaskInstanceWorkflow.fix_state)
         assert (paused.status, paused.error) == ("pending_fix", "Broken: bad account")
+        # By name, as ops.tasks sends it: temporalio types an update declared with
+        # ``@workflow.update(name=...)`` as returning the coroutine, not its result.
         await handle.execute_update(
-            TaskInstanceWorkflow.fix, FixRequest(actor="dave", patch={"account": "y"})
+            "fix", FixRequest(actor="dave", patch={"account": "y"}), result_type=FixResult
         )
         result: TaskInstanceResult = await handle.result()
 

@@ -20,7 +20,9 @@ from workers.permits.workflow import PermitSlotWorkflow, lease_grace
 LEASE = 2 * 3600.0
 
 
-async def _hold(env: WorkflowEnvironment, queue: str, slot: str) -> WorkflowHandle[str, str]:
+async def _hold(
+    env: WorkflowEnvironment, queue: str, slot: str
+) -> WorkflowHandle[PermitSlotWorkflow, str]:
     return await env.client.start_workflow(
         PermitSlotWorkflow.run,
         PermitSlotInput("gpu", slot, LEASE, holder="task-a"),

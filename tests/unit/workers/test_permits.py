@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from definitions.files import FileError, parse
@@ -15,7 +17,7 @@ from workers.planning import plan
 
 from .test_planning import RUN
 
-ACT = {
+ACT: dict[str, Any] = {
     "id": "5b1f7a0e-0000-4000-8000-000000000001",
     "name": "a",
     "trigger": {"type": "event", "event_type": "x"},
