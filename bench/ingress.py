@@ -39,7 +39,8 @@ from devstack.settings import StackSettings
 
 from bench.cli import parse_args
 from bench.common import drop_env, event, make_env, produce, verdict, write_result
-from pipeline import kafka, metrics
+from ingress.metrics import EVENTS_STAMPED
+from pipeline import kafka
 from pipeline.clients import ensure_topics
 from pipeline.runtime import Shutdown
 from pipeline.settings import KafkaSettings, Settings, build
@@ -52,7 +53,7 @@ PLAIN_BATCH = 500  # INGEST_INGRESS_BATCH_SIZE's default
 
 
 def _stamped() -> int:
-    return int(sum(s.value for m in metrics.EVENTS_STAMPED.collect() for s in m.samples
+    return int(sum(s.value for m in EVENTS_STAMPED.collect() for s in m.samples
                    if s.name.endswith("_total")))  # fmt: skip
 
 

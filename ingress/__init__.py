@@ -7,5 +7,6 @@
 * :mod:`ingress.delivery`: produce a batch until every record is acknowledged.
 * :mod:`ingress.transactions`: opt-in transactional ingress (a transaction per chunk).
 * :mod:`ingress.acks`: which records Kafka acknowledged, and the commit point that gives.
+* :mod:`ingress.metrics`: ingress's own metrics (the shared ones are :mod:`pipeline.metrics`).
 * :mod:`ingress.settings`: ``INGEST_INGRESS_*``; :mod:`app.commands.ingress`: the subcommand.
 """

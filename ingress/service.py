@@ -31,6 +31,7 @@ from aiokafka.structs import ConsumerRecord, TopicPartition
 from ingress import records, stamping
 from ingress.acks import BatchAcks
 from ingress.delivery import RECORD_SLACK, DrainTimeout, FatalProduceError, deliver
+from ingress.metrics import EVENTS_STAMPED
 from ingress.records import COMPONENT, Outgoing, transform_all
 from ingress.settings import IngressSettings
 from ingress.stamping import Strategy
@@ -72,7 +73,7 @@ def start_metrics_at_zero(settings: Settings, strategy: Strategy) -> None:
     metrics.start_at_zero(
         metrics.EVENTS_CONSUMED, component=[COMPONENT], topic=raw_topics(settings)
     )
-    metrics.start_at_zero(metrics.EVENTS_STAMPED, strategy=[strategy.label, stamping.EXISTING])
+    metrics.start_at_zero(EVENTS_STAMPED, strategy=[strategy.label, stamping.EXISTING])
     metrics.start_at_zero(metrics.DLQ_MESSAGES, component=[COMPONENT], reason=DLQ_REASONS)
 
 
@@ -385,7 +386,7 @@ class Ingress:
             # Counted per batch, not per record: a labels() lookup per event is
             # measurable on this hot path. Only acknowledged records count.
             for label, n in acks.stamped.items():
-                metrics.EVENTS_STAMPED.labels(label).inc(n)
+                EVENTS_STAMPED.labels(label).inc(n)
             for reason, n in acks.dead.items():
                 metrics.DLQ_MESSAGES.labels(COMPONENT, reason).inc(n)
             self._outstanding -= 1

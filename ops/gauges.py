@@ -14,7 +14,7 @@ import logging
 import asyncpg
 
 from ops import store
-from pipeline.metrics import TASK_PENDING_FIX_OLDEST, TASKS_PENDING_FIX
+from ops.metrics import TASK_PENDING_FIX_OLDEST, TASKS_PENDING_FIX
 
 log = logging.getLogger(__name__)
 

@@ -37,17 +37,12 @@ from aiokafka import AIOKafkaProducer
 from aiokafka.errors import KafkaError
 
 from pipeline import kafka
-from pipeline.metrics import (
-    DLQ_MESSAGES,
-    OUTBOX_DEPTH,
-    OUTBOX_PUBLISHED,
-    RELAY_ABORTED,
-    RELAY_LAG,
-)
+from pipeline.metrics import DLQ_MESSAGES
 from pipeline.retry import backoff
 from pipeline.runtime import Shutdown
 from pipeline.settings import Settings
 from relay import outbox, progress, refusals
+from relay.metrics import OUTBOX_DEPTH, OUTBOX_PUBLISHED, RELAY_ABORTED, RELAY_LAG
 from relay.outbox import Position, Row
 from relay.refusals import Stage
 from relay.settings import RelaySettings

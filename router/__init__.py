@@ -7,5 +7,6 @@
 * :mod:`router.ledger`: the durable dedupe ledger (``routed_triggers``).
 * :mod:`router.budget`: the bytes of the messages in flight (a bound in bytes).
 * :mod:`router.flow`: flow control before a start (throttle, windows, ...).
+* :mod:`router.metrics`: the router's own metrics.
 * :mod:`router.settings`: ``INGEST_ROUTER_*``; :mod:`app.commands.router`: the subcommand.
 """

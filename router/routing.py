@@ -29,6 +29,7 @@ from router.flow.keys import FlowKeys, read_keys
 from router.flow.store import FlowStore
 from router.flow.windows import ASSIGNED, Windows, window_control
 from router.ledger import Ledger, LedgerEntry
+from router.metrics import EVENTS_UNMATCHED, START_LATENCY
 from router.settings import RouterSettings
 from schemas import envelope
 from schemas.flow.spec import event_run_problem
@@ -123,7 +124,7 @@ class RoutePlanner:
                 except envelope.EnvelopeError as exc:  # FlowKeyMissing: the whole message
                     return Plan(msg, dlq_reason=exc.reason, dlq_detail=exc.detail)
         if not runs and not too_large:
-            metrics.EVENTS_UNMATCHED.inc()  # no label from event data (convention 14)
+            EVENTS_UNMATCHED.inc()  # no label from event data (convention 14)
         return Plan(msg, runs=runs, flows=flows, too_large=too_large)
 
 
@@ -273,7 +274,7 @@ class Routing:
             else:
                 self.stats.started += 1
                 if msg.timestamp and msg.timestamp > 0:
-                    metrics.START_LATENCY.observe(max(0.0, time.time() - msg.timestamp / 1000))
+                    START_LATENCY.observe(max(0.0, time.time() - msg.timestamp / 1000))
             self.pending_ledger.append(
                 LedgerEntry(
                     workflow_id=run.workflow_id,

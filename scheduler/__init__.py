@@ -8,9 +8,9 @@ and starts backfills with ALLOW_DUPLICATE, so only a dispatcher that starts
 and REJECT_DUPLICATE guarantees that no nominal time runs twice.
 
 Modules: ``timing`` (nominal times, pure), ``spec`` (activity -> Schedule),
-``misfire`` (the policy decision, pure), ``store`` (last cron run, logged
-runs), ``sync`` (reconcile schedules), ``dispatcher`` (the workflow and its
-activity), ``part`` (the dispatcher as a worker part); ``ingest schedules`` is
-:mod:`app.commands.schedules`. Activity definitions (files, the ``activities`` table, ``ingest
-activities``) are in :mod:`definitions`.
+``misfire`` (the policy decision, pure), ``store`` (last cron run, logged runs),
+``sync`` (reconcile schedules), ``dispatcher`` (the workflow and its activity),
+``metrics`` (misfires), ``part`` (the dispatcher as a worker part). ``ingest
+schedules`` is :mod:`app.commands.schedules`; activity definitions (files, the
+``activities`` table, ``ingest activities``) are in :mod:`definitions`.
 """

@@ -40,6 +40,7 @@ with workflow.unsafe.imports_passed_through():
     from pipeline.retry import UNTIL_DONE
     from pipeline.starter import DUPLICATE, STARTED, Starter
     from scheduler import misfire, store, timing
+    from scheduler.metrics import MISFIRES
     from schemas.definitions import CronTrigger
     from schemas.ids import cron_workflow_id, dispatcher_workflow_id, schedule_id
     from schemas.schedule_io import CronFireInput, FireInput, FireResult
@@ -118,7 +119,7 @@ class CronActivities:
             await self._backfill(inp.activity_id, decision.replay)
         if not decision.run:  # resumed: skip dropped the gap, or nothing was missed
             if decision.misfires:
-                metrics.MISFIRES.labels(policy=trigger.misfire_policy).inc(decision.misfires)
+                MISFIRES.labels(policy=trigger.misfire_policy).inc(decision.misfires)
                 log.warning(
                     "activity %s resumed: %d nominal time(s) missed up to %s dropped (skip)",
                     inp.activity_id,
@@ -135,7 +136,7 @@ class CronActivities:
         if outcome == STARTED and decision.misfires:
             # Counted by the fire that actually ran: a duplicate re-fire sees the
             # same gap and must not count it again.
-            metrics.MISFIRES.labels(policy=trigger.misfire_policy).inc(decision.misfires)
+            MISFIRES.labels(policy=trigger.misfire_policy).inc(decision.misfires)
             log.warning(
                 "activity %s: %d nominal time(s) missed before %s (policy %s): replayed %s, "
                 "dropped %d",

@@ -6,6 +6,7 @@ from typing import get_args
 
 from pipeline import metrics
 from scheduler.dispatcher import CronActivities, CronFireWorkflow
+from scheduler.metrics import MISFIRES
 from schemas.definitions import CronTrigger
 from schemas.workflow_io import TRIGGER_CRON
 from workers.parts import PartDeps, WorkerPart
@@ -16,7 +17,7 @@ MISFIRE_POLICIES = get_args(CronTrigger.model_fields["misfire_policy"].annotatio
 
 def start_metrics_at_zero() -> None:
     """Every series the dispatcher counts, at 0 from the start (see :mod:`pipeline.metrics`)."""
-    metrics.start_at_zero(metrics.MISFIRES, policy=MISFIRE_POLICIES)
+    metrics.start_at_zero(MISFIRES, policy=MISFIRE_POLICIES)
     metrics.start_at_zero(metrics.WORKFLOWS_STARTED, trigger=[TRIGGER_CRON])
     metrics.start_at_zero(
         metrics.DUPLICATES_SUPPRESSED,

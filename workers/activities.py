@@ -22,16 +22,7 @@ from pydantic import ValidationError
 from temporalio import activity
 from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 
-from pipeline.metrics import (
-    DUPLICATES_SUPPRESSED,
-    LAYER_IDEMPOTENCY_KEY,
-    RUN_EXISTING,
-    RUN_INSERTED,
-    RUNS_LOGGED,
-    TASK_FIXES,
-    TASK_INSTANCES,
-    start_at_zero,
-)
+from pipeline.metrics import DUPLICATES_SUPPRESSED, LAYER_IDEMPOTENCY_KEY, start_at_zero
 from schemas.definitions import TaskDef
 from schemas.flow.concurrency import flow_slot_for
 from schemas.flow.io import FlowAcquireInput, FlowWake
@@ -58,6 +49,7 @@ from workers.fix_audit import FIX_ACTIONS
 from workers.flow.slot_activities import DEFAULT_LEASE_SECONDS, admission_round, granted
 from workers.flow.slot_activities import release as flow_release
 from workers.handlers import PermanentTaskError, Registry, Resources, TaskContext
+from workers.metrics import RUN_EXISTING, RUN_INSERTED, RUNS_LOGGED, TASK_FIXES, TASK_INSTANCES
 from workers.permits.fencing import permit_for
 from workers.planning import PlanError, plan
 

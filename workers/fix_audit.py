@@ -17,8 +17,8 @@ import asyncpg
 import orjson
 from temporalio import activity
 
-from pipeline.metrics import TASK_FIXES
 from schemas.workflow_io import RecordFixInput
+from workers.metrics import TASK_FIXES
 
 # The operator actions on a paused task (pipeline_task_fixes_total{action}).
 FIX_ACTIONS = ("fix", "skip", "abort")

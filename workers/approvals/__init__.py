@@ -5,7 +5,7 @@ auto-reject, waited for inside ``TaskInstanceWorkflow`` (see docs/approvals.md).
 * ``machine``: the wait, a state machine (workflow code); ``stages``: an approval gates
   later tasks; ``sweep``: close approvals whose workflow closed without closing them;
 * ``activities`` / ``store``: notices to Kafka, the audit trail in PostgreSQL;
-* ``part``: the worker part; ``api``: what the ops service calls.
+* ``metrics``: the approval metrics; ``part``: the worker part; ``api``: what the ops service calls.
 """
 
 from schemas.approval_io import APPROVAL_TASK_TYPE

@@ -20,13 +20,7 @@ import asyncpg
 import orjson
 from temporalio import activity
 
-from pipeline.metrics import (
-    APPROVAL_DECISIONS,
-    APPROVAL_WAIT,
-    APPROVALS_WAITING,
-    SLA_ESCALATIONS,
-    start_at_zero,
-)
+from pipeline.metrics import start_at_zero
 from schemas.approval_io import (
     APPROVAL_TASK_TYPE,
     DECISIONS,
@@ -36,6 +30,12 @@ from schemas.approval_io import (
 )
 from schemas.ids import approval_notice_id
 from workers.approvals import store
+from workers.approvals.metrics import (
+    APPROVAL_DECISIONS,
+    APPROVAL_WAIT,
+    APPROVALS_WAITING,
+    SLA_ESCALATIONS,
+)
 from workers.handlers import Resources
 from workers.store import OutboxMessage, put_outbox
 

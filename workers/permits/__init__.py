@@ -7,6 +7,7 @@
 * ``fencing``: ``ctx.permit`` for handlers, with ``check()``.
 * ``apply``: the permits step of ``ingest activities apply``; ``report``: what
   ``ingest permits list`` and ``GET /api/permits`` show.
+* ``metrics``: the permit metrics.
 * ``part``: the worker part; ``ingest permits list|release`` is
   :mod:`app.commands.permits`.
 

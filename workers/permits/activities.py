@@ -18,7 +18,6 @@ import asyncpg
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from pipeline.metrics import PERMIT_CONFLICTS, PERMIT_LEASE_EXPIRED, PERMIT_WAIT
 from schemas.workflow_io import (
     PermitAcquiredInput,
     PermitEndedInput,
@@ -27,6 +26,7 @@ from schemas.workflow_io import (
     PermitRoundInput,
 )
 from workers.permits import store
+from workers.permits.metrics import PERMIT_CONFLICTS, PERMIT_LEASE_EXPIRED, PERMIT_WAIT
 
 log = logging.getLogger(__name__)
 OUTCOMES = ("released", "lease_expired")

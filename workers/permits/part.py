@@ -12,16 +12,16 @@ from __future__ import annotations
 
 import asyncpg
 
-from pipeline.metrics import (
+from pipeline.metrics import start_at_zero
+from workers.parts import PartDeps, WorkerPart, gauge_refresher
+from workers.permits import store
+from workers.permits.activities import PermitActivities
+from workers.permits.metrics import (
     PERMIT_CAPACITY,
     PERMIT_CONFLICTS,
     PERMIT_LEASE_EXPIRED,
     PERMITS_HELD,
-    start_at_zero,
 )
-from workers.parts import PartDeps, WorkerPart, gauge_refresher
-from workers.permits import store
-from workers.permits.activities import PermitActivities
 from workers.permits.workflow import PermitSlotWorkflow
 
 
