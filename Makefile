@@ -37,13 +37,19 @@ stack-status:
 	$(BIN)/ingest stack status
 
 # Run the pipeline on the local stack in the foreground; Ctrl-C stops it cleanly.
+# TRACING=1: Jaeger too (`ingest stack up --tracing`), and the processes send it their spans.
+ifeq ($(TRACING),1)
+run: export INGEST_STACK_TRACING := 1
+run: RUN_ENV := INGEST_TRACING=1 OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:$${INGEST_STACK_JAEGER_OTLP_HTTP_PORT:-4318}
+endif
 run: system-deps stack-up
 	$(BIN)/ingest migrate
-	$(BIN)/ingest run --seed-demo
+	$(if $(RUN_ENV),@echo "traces: http://127.0.0.1:$${INGEST_STACK_JAEGER_UI_PORT:-16686} (Jaeger)")
+	$(RUN_ENV) $(BIN)/ingest run --seed-demo
 
 # The test suite against the real local stack (CI runs exactly this): all of it on the
 # dev server, then its real-server subset on the real Temporal server.
-test: system-deps lint stack-up promtool-k8s
+test: system-deps lint stack-up promtool-k8s keda-schemas
 	$(BIN)/ingest stack build
 	FAULTS_REPORT=1 $(BIN)/pytest -q -m "not slow and not server_only" $(PYTEST_ARGS)
 	@$(MAKE) --no-print-directory test-server
@@ -82,6 +88,25 @@ $(PROMTOOL_K8S):
 	@mkdir -p $(dir $@)
 	GOBIN=$(dir $@).build GOFLAGS=-mod=mod go install github.com/prometheus/prometheus/cmd/promtool@$(PROMTOOL_K8S_VERSION)
 	mv $(dir $@).build/promtool $@ && rmdir $(dir $@).build
+
+# KEDA's CRD schemas (ScaledObject, TriggerAuthentication) and the sources of the two
+# scalers deploy/k8s/keda uses (their trigger metadata fields), which
+# tests/unit/deploy/test_k8s_schemas.py validates the manifests against: taken from KEDA's
+# Go module at one version with `go mod download`, cached outside the checkout (the test
+# names the same version and path).
+.PHONY: keda-schemas
+KEDA_VERSION := v2.20.2
+KEDA_SCHEMAS := $(HOME)/.cache/ingest/keda/$(KEDA_VERSION)
+keda-schemas: $(KEDA_SCHEMAS)/.complete
+$(KEDA_SCHEMAS)/.complete:
+	@mkdir -p $(dir $@)
+	dir=$$(GOFLAGS=-mod=mod go mod download -json github.com/kedacore/keda/v2@$(KEDA_VERSION) \
+		| $(PYTHON) -c 'import json, sys; print(json.load(sys.stdin)["Dir"])') && \
+	cp $$dir/config/crd/bases/keda.sh_scaledobjects.yaml \
+		$$dir/config/crd/bases/keda.sh_triggerauthentications.yaml \
+		$$dir/pkg/scalers/kafka_scaler.go $$dir/pkg/scalers/temporal_scaler.go $(dir $@)
+	chmod u+w $(dir $@)*
+	@touch $@
 
 # The gates that need no service: lint, format, types. `make test` runs them first.
 lint: install

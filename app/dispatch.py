@@ -67,8 +67,12 @@ def end_process(code: int) -> NoReturn:
     has done its work and printed its result: a caller sees exit -6 instead of 0.
     ``os._exit`` skips finalisation, so the exit code is always the command's own.
     What finalisation would still have done is done here first: flush the standard
-    streams. Every command closes its clients, pools and files itself.
+    streams, and export the spans still buffered (tracing on; at most a few seconds).
+    Every command closes its clients, pools and files itself.
     """
+    from pipeline import tracing
+
+    tracing.shutdown()
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()

@@ -4,6 +4,8 @@ The raw start ceiling measured by router_fresh is handed to latency, so "half th
 ceiling" refers to this run's servers. bench.e2e runs twice: on the stack's dev
 server, then on a private real Temporal server (``BENCH_E2E_SHARDS`` shards, default
 4) that it starts and discards; the table names the server of each e2e row.
+bench.tracing runs the pipeline with tracing off and on against the stack's Jaeger,
+which it starts unless it answers (``ingest stack up --tracing`` starts it too).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from bench import (
     replay_duplicates,
     router_fresh,
     scale,
+    tracing,
 )
 from bench.cli import parse_args
 from bench.common import write_result
@@ -83,6 +86,19 @@ async def main() -> None:
     for kind in e2e.KINDS:
         print(f"\n== e2e ({kind})")
         rows += e2e_rows(await e2e.run(temporal=kind))
+    print("\n== tracing")
+    tr: dict[str, Any] = await tracing.run()
+    rows.append(("tracing on ÷ off, runs/s (100 % sampled)", f"{tr['ratio']}", ">= 0.9"))
+    spans = tr["on"].get("spans", {}).get("per_run_mean")
+    rows.append(
+        (
+            "tracing on ÷ off, CPU/run ingress+router+worker",
+            f"{tr['pipeline_cpu_on_off']}x ({spans} spans/run)",
+            "report",
+        )
+    )
+    off = tr["off_path"]["fraction_of_router_cpu"]
+    rows.append(("tracing off: router's off path ÷ its CPU/event", f"{off}", "report"))
     print("\n== permits")
     pm: dict[str, Any] = await permits.run()
     rows.append(

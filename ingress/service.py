@@ -35,8 +35,10 @@ from ingress.metrics import EVENTS_STAMPED
 from ingress.records import COMPONENT, Outgoing, transform_all
 from ingress.settings import IngressSettings
 from ingress.stamping import Strategy
+from ingress.traces import trace_records
 from ingress.transactions import Listener, PartitionProducers, chunks
-from pipeline import kafka, metrics
+from pipeline import kafka, metrics, tracing
+from pipeline.lag import LagSeconds
 from pipeline.rebalance import Delegating
 from pipeline.runtime import Shutdown, serve_http
 from pipeline.settings import Settings
@@ -105,6 +107,7 @@ class Ingress:
         self._outstanding = 0
         self._shutdown_at: float | None = None
         self._last_lag = 0.0
+        self._lag_seconds = LagSeconds(metrics.CONSUMER_LAG_SECONDS, COMPONENT)
         self.ready = False
         # Transactional mode (ingress.transactions): a producer per raw partition.
         self._txn: PartitionProducers | None = None
@@ -220,6 +223,7 @@ class Ingress:
                 except kafka.UndecodableBatch as exc:
                     undecodable = exc  # deliver and commit what came before it, then stop
                     break
+                self._lag_seconds.fetched(batch)
                 nxt = await self._prepare(batch) if batch else None
                 acked = inflight is not None
                 if inflight is not None:
@@ -280,6 +284,7 @@ class Ingress:
                     if gen is not None:
                         consumer.seek(tp, self._txn.start_offset(tp))
             if batch:
+                self._lag_seconds.fetched(batch)
                 records, acks = await self._prepare(batch)
                 by_tp: dict[tuple[str, int], list[Outgoing]] = {}
                 for rec in records:
@@ -311,6 +316,7 @@ class Ingress:
                 return
             acks.ack(recs)  # counted once committed: only then can anyone read them
             self._committed[tp] = part[-1].offset + 1
+            self._lag_seconds.committed({tp: self._committed[tp]})
 
     async def _send(self, producer: AIOKafkaProducer, records: list[Outgoing]) -> None:
         """Deliver a transaction's records (its commit follows)."""
@@ -348,12 +354,13 @@ class Ingress:
             for i in range(0, len(msgs), PREPARE_SLICE):
                 if records:
                     await asyncio.sleep(0)
-                records.extend(
-                    transform_all(
-                        msgs[i : i + PREPARE_SLICE], strategy=self.strategy,
-                        events_topic=events, dlq_topic=dlq, max_bytes=max_bytes,
-                    )
+                done = transform_all(
+                    msgs[i : i + PREPARE_SLICE], strategy=self.strategy,
+                    events_topic=events, dlq_topic=dlq, max_bytes=max_bytes,
                 )  # fmt: skip
+                if tracing.ENABLED:
+                    trace_records(done, self.config.group)
+                records.extend(done)
         return records, BatchAcks(batch)
 
     async def _deliver(
@@ -432,6 +439,7 @@ class Ingress:
             log.warning("commit failed, will retry after the next batch: %s", exc)
             return
         self._committed.update(offsets)
+        self._lag_seconds.committed(offsets)
 
     async def on_revoked(self, revoked: set[TopicPartition]) -> None:
         if not self._idle.is_set():
@@ -454,6 +462,7 @@ class Ingress:
                 metrics.CONSUMER_LAG.remove(COMPONENT, tp.topic, str(tp.partition))
             except KeyError:
                 pass
+        self._lag_seconds.forget(revoked)  # pipeline_consumer_lag_seconds, as above
 
     # -- lag ---------------------------------------------------------------------
 
@@ -470,12 +479,14 @@ class Ingress:
                 base = self._committed.get(tp)
                 if base is None:
                     base = await consumer.committed(tp)
+                committed = base  # None: the group never committed this partition
                 if base is None:
                     base = await consumer.position(tp)
             except (AssertionError, IllegalStateError, KafkaError):
                 continue  # revoked meanwhile, or the broker is briefly away
             lag = max(0, high - base)
             metrics.CONSUMER_LAG.labels(COMPONENT, tp.topic, str(tp.partition)).set(lag)
+            self._lag_seconds.refresh(tp, committed, high, base)
 
 
 async def run_ingress(

@@ -107,6 +107,11 @@ def _api(deps: OpsDeps) -> APIRouter:
         responses=errors(400, 401, 403, 500),  # every route: a bad argument, the token
     )
 
+    def _linked(run: dict[str, Any]) -> dict[str, Any]:
+        """The run with the link to its trace (``INGEST_OPS_TRACE_URL_TEMPLATE``)."""
+        run["trace_url"] = deps.ops.trace_url(run.get("trace_id"))
+        return run
+
     @api.get("/runs", response_model=RunList)
     async def list_runs(
         activity: uuid.UUID | None = None,
@@ -116,7 +121,7 @@ def _api(deps: OpsDeps) -> APIRouter:
     ) -> dict[str, Any]:
         """Recent runs, newest first, with their tasks counted by status."""
         runs = await store.list_runs(deps.pool, activity, status, since, limit)
-        return {"runs": runs}
+        return {"runs": [_linked(r) for r in runs]}
 
     @api.get("/runs/{run_id}", response_model=RunDetail, responses=errors(404, 503))
     async def get_run(run_id: uuid.UUID) -> dict[str, Any]:
@@ -125,7 +130,7 @@ def _api(deps: OpsDeps) -> APIRouter:
         if run is None:
             raise NotFound(f"no run {run_id}")
         return {
-            "run": run,
+            "run": _linked(run),
             "temporal_status": await tasks.temporal_status(deps.client, run["workflow_id"]),
             "tasks": await store.run_tasks(deps.pool, run_id),
             "fixes": await store.fixes(deps.pool, run_id=run_id),

@@ -40,6 +40,12 @@ class Run(BaseModel):
     status: str = Field(description="running | succeeded | failed")
     started_at: str
     finished_at: str | None
+    trace_id: str | None = Field(
+        None, description="the run's W3C trace id, 32 hex digits (null: not traced)"
+    )
+    trace_url: str | None = Field(
+        None, description="its trace in the tracing UI (INGEST_OPS_TRACE_URL_TEMPLATE)"
+    )
 
 
 class ListedRun(Run):

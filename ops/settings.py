@@ -7,6 +7,7 @@ is never logged. Without it the service refuses to start, unless it binds to
 
 from __future__ import annotations
 
+import re
 from datetime import timedelta
 
 from pydantic import Field, SecretStr, field_validator
@@ -20,6 +21,8 @@ MIB = 1024 * 1024
 # at its cap (tests/unit/ops/test_dlq_budget.py: under 56 KiB even when all of it is
 # control characters, which JSON writes as six bytes each).
 DLQ_PEEK_MIN_BYTES = 64 * 1024
+DEFAULT_TRACE_URL_TEMPLATE = "http://127.0.0.1:16686/trace/{trace_id}"  # Jaeger's UI
+TRACE_ID = re.compile(r"[0-9a-f]{32}")
 
 
 class OpsSettings(BaseSettings):
@@ -48,10 +51,37 @@ class OpsSettings(BaseSettings):
     # task ~10 s before a new worker gets it (tests/integration/ops/test_restart.py: 10 s
     # answered 503 there).
     temporal_timeout_seconds: float = Field(30.0, gt=0)
+    # Where a run's trace is shown (issue 37): ``{trace_id}`` is replaced by the run's
+    # 32-hex-digit trace id (``activity_runs.trace_id``). Default: Jaeger's UI on the
+    # local stack; for Grafana Tempo e.g. ``https://grafana.example/explore?...{trace_id}``.
+    # Empty: no link (the trace id is still shown).
+    trace_url_template: str = DEFAULT_TRACE_URL_TEMPLATE
 
     @property
     def temporal_timeout(self) -> timedelta:
         return timedelta(seconds=self.temporal_timeout_seconds)
+
+    @field_validator("trace_url_template")
+    @classmethod
+    def _trace_url(cls, v: str) -> str:
+        v = v.strip()
+        if not v:
+            return v
+        if not v.startswith(("http://", "https://")):
+            raise ValueError("must be an http(s) URL (or empty: no link)")
+        if "{trace_id}" not in v:
+            raise ValueError("must contain {trace_id}")
+        try:
+            v.format(trace_id="0" * 32)
+        except (KeyError, IndexError, ValueError) as exc:
+            raise ValueError(f"only {{trace_id}} may be in braces ({exc!r})") from None
+        return v
+
+    def trace_url(self, trace_id: str | None) -> str | None:
+        """The link to ``trace_id`` (None: no trace id, not a W3C one, or no template)."""
+        if not trace_id or not self.trace_url_template or not TRACE_ID.fullmatch(trace_id):
+            return None
+        return self.trace_url_template.format(trace_id=trace_id)
 
     _blank_token = field_validator("token", mode="before")(
         classmethod(lambda cls, v: _empty_secret_is_unset(v))

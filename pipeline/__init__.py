@@ -8,8 +8,10 @@
 * Shared logic: :mod:`pipeline.starter` (the one starter of ``RunActivityWorkflow``),
   :mod:`pipeline.offsets` (the router's contiguous commit point), :mod:`pipeline.retry`
   (the one backoff and the one RetryPolicy), :mod:`pipeline.rebalance` (the consumer
-  group listener of ingress and the router), :mod:`pipeline.temporal_setup` (a
-  namespace's search attributes).
+  group listener of ingress and the router), :mod:`pipeline.lag` (consumer lag in
+  seconds, for ingress and the router), :mod:`pipeline.temporal_setup` (a
+  namespace's search attributes), :mod:`pipeline.tracing` (OpenTelemetry traces,
+  off unless ``INGEST_TRACING=1``; docs/tracing.md).
 
 The command line is :mod:`app`; the local stack is :mod:`devstack` (``stack/``).
 """

@@ -15,7 +15,7 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from temporalio.client import Client
 from temporalio.service import TLSConfig
 
-from pipeline import db
+from pipeline import db, tracing
 from pipeline.settings import DatabaseSettings, KafkaSettings, Settings, TemporalSettings
 from schemas.converter import DATA_CONVERTER
 from schemas.errors import IngestError
@@ -57,6 +57,7 @@ async def temporal_client(
                 tls=tls,
                 connect_timeout=timedelta(seconds=timeout),
                 data_converter=DATA_CONVERTER,
+                interceptors=tracing.temporal_interceptors(),
                 **kwargs,  # type: ignore[arg-type]
             ),
             timeout + 2,

@@ -26,6 +26,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka import errors as aiokafka_errors
 from aiokafka.errors import (
     CorruptRecordException,
     KafkaConnectionError,
@@ -104,10 +105,38 @@ def producer(cfg: KafkaSettings, **overrides: Any) -> AIOKafkaProducer:
     return AIOKafkaProducer(**kw)
 
 
+class FencedInstanceId(aiokafka_errors.BrokerResponseError, IngestError):  # type: ignore[misc]
+    """Error 82, FENCED_INSTANCE_ID: another member of the group has this member's
+    ``group.instance.id`` (what aiokafka's join raises names this class through ``repr``)."""
+
+    errno = 82
+    message = "FENCED_INSTANCE_ID"
+    description = (
+        "another process of this consumer group joined with the same KAFKA_GROUP_INSTANCE_ID;"
+        " give every process of a group its own (e.g. its StatefulSet pod name)"
+    )
+
+    def __repr__(self) -> str:
+        return f"{self.message}: {self.description}"
+
+
 def consumer(
     cfg: KafkaSettings, *topics: str, group_id: str | None, **overrides: Any
 ) -> AIOKafkaConsumer:
-    """A manual-commit consumer (offsets are committed only after the durable step)."""
+    """A manual-commit consumer (offsets are committed only after the durable step).
+
+    With ``KAFKA_GROUP_INSTANCE_ID`` set, a consumer in a group is a static member
+    (KIP-345): on stop it does not leave the group, and when it comes back with the same
+    id within its session timeout (``session_timeout_ms``, aiokafka's 10 s unless
+    overridden) it gets its partitions back without a rebalance; only after the session
+    timeout does the broker remove it and reassign its partitions. The id is scoped to a
+    group, so ingress and router may share one. Two live processes of one group with the
+    same id fence each other: aiokafka sends no instance id in heartbeats, so the fenced
+    one hears "member_id was not recognized", rejoins, and fences the other in turn; both
+    keep taking the same partitions every few seconds. A join answered FENCED_INSTANCE_ID
+    stops the consumer with :class:`FencedInstanceId`'s message, which names the variable
+    (docs/kafka.md#static-group-membership; tests/integration/test_static_membership.py).
+    """
     kw: dict[str, Any] = {
         **cfg.client_kwargs(),
         "group_id": group_id,
@@ -116,6 +145,11 @@ def consumer(
         "isolation_level": "read_committed",
         "max_poll_records": 500,
     }
+    if group_id is not None and cfg.group_instance_id is not None:
+        kw["group_instance_id"] = cfg.group_instance_id
+        # aiokafka 0.14 knows no error 82 (FENCED_INSTANCE_ID): it would stop the consumer
+        # with "KafkaError: UnknownError()". Registered, the same failure names its cause.
+        aiokafka_errors.kafka_errors.setdefault(82, FencedInstanceId)
     kw.update(overrides)
     return AIOKafkaConsumer(*topics, **kw)
 

@@ -9,6 +9,8 @@ from collections.abc import Callable
 
 import orjson
 
+from pipeline import tracing
+
 
 class _JsonFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
@@ -18,6 +20,8 @@ class _JsonFormatter(logging.Formatter):
             "logger": record.name,
             "msg": record.getMessage(),
         }
+        if (ids := tracing.current_ids()) is not None:  # written inside a span
+            doc["trace_id"], doc["span_id"] = ids
         if record.exc_info:
             doc["exc"] = self.formatException(record.exc_info)
         return orjson.dumps(doc).decode()

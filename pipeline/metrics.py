@@ -71,6 +71,14 @@ CONSUMER_LAG = Gauge(
     "Messages between the committed offset and the partition end.",
     ["component", "topic", "partition"],
 )
+CONSUMER_LAG_SECONDS = Gauge(
+    "pipeline_consumer_lag_seconds",
+    "Age of the oldest record not committed: now minus the timestamp of the record at the"
+    " committed offset, 0 when caught up (committed = partition end). Read from the fetched"
+    " batches (at most one batch's span above the true age); for records not fetched yet, the"
+    " time since the process saw them unfetched (a lower bound). See pipeline/lag.py.",
+    ["component", "topic", "partition"],
+)
 
 # Labelled by values only data reveals: lag per assigned partition here; pending fixes
 # per activity, permits per declared resource, flow controls per activity in their
@@ -78,6 +86,7 @@ CONSUMER_LAG = Gauge(
 # never event data). Their series appear when the process first sees the value.
 DATA_LABELLED: set[MetricWrapperBase] = {
     CONSUMER_LAG,
+    CONSUMER_LAG_SECONDS,
 }
 
 

@@ -14,6 +14,7 @@ One convention for every process: a package's own settings live in its
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Literal, TypeVar
 
@@ -46,10 +47,28 @@ class KafkaSettings(BaseSettings):
     # How this project's producers (ingress, the router's DLQ, replay, emit tasks) compress
     # their batches. Consumers read every codec whatever this says.
     compression_type: Literal["none", "gzip", "snappy", "lz4", "zstd"] = "none"
+    # Static group membership (KIP-345): this process's group.instance.id in the consumer
+    # groups it joins (ingress, router, replay). Unset or empty: dynamic membership. It must
+    # be unique per process within a group (e.g. a StatefulSet pod's name, docs/kafka.md):
+    # the broker fences one of two members that share it.
+    group_instance_id: str | None = None
 
     _blank_password = field_validator("sasl_password", mode="before")(
         classmethod(lambda cls, v: _empty_secret_is_unset(v))
     )
+
+    @field_validator("group_instance_id", mode="before")
+    @classmethod
+    def _blank_instance_is_dynamic(cls, v: object) -> object:
+        return (v.strip() or None) if isinstance(v, str) else v
+
+    @field_validator("group_instance_id")
+    @classmethod
+    def _instance_id_chars(cls, v: str | None) -> str | None:
+        # The broker's rule for group.instance.id (org.apache.kafka.common.internals.Topic).
+        if v is not None and not re.fullmatch(r"[A-Za-z0-9._-]{1,249}", v):
+            raise ValueError("at most 249 characters among ASCII letters, digits, '.', '_' and '-'")
+        return v
 
     @field_validator("compression_type", mode="before")
     @classmethod
@@ -153,6 +172,9 @@ class ProcessSettings(BaseSettings):
     # takes its own default (METRICS_PORTS) so they can run side by side on one host.
     metrics_port: int = Field(9400, ge=0, le=65535)
     shutdown_grace_seconds: float = Field(30.0, gt=0)
+    # OpenTelemetry traces (pipeline/tracing.py, docs/tracing.md); the standard OTEL_*
+    # variables configure the exporter, service name, sampler and resource.
+    tracing: bool = False
 
 
 class Settings(BaseSettings):

@@ -28,7 +28,7 @@ from temporalio.common import Priority, WorkflowIDReusePolicy
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
-from pipeline import metrics
+from pipeline import metrics, tracing
 from pipeline.retry import BACKOFF_INITIAL, BACKOFF_MAX, backoff
 from schemas.errors import IngestError
 from schemas.workflow_io import RUN_ACTIVITY_WORKFLOW, RunActivityInput
@@ -126,6 +126,8 @@ class Starter:
                     id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
                     start_delay=start_delay,
                     priority=prio,
+                    # tracing on: the server's own spans join the event's trace
+                    rpc_metadata=tracing.grpc_metadata(),
                 )
                 metrics.WORKFLOWS_STARTED.labels(trigger=run.trigger_kind).inc()
                 return STARTED

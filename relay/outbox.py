@@ -22,6 +22,7 @@ import asyncpg
 import orjson
 
 from pipeline import db
+from pipeline.tracing import TRACEPARENT
 
 
 @dataclass(frozen=True, order=True)
@@ -41,9 +42,12 @@ class Row:
     position: Position
     topic: str
     key: bytes | None
-    headers: list[tuple[str, bytes]]
+    headers: list[tuple[str, bytes]]  # with the row's traceparent, when it has one
     body: bytes
     created_at: datetime
+    # The W3C traceparent of the step that wrote the row (tracing on in the worker), else
+    # None; also in ``headers`` (the relay's ``publish`` span replaces it there, when on).
+    traceparent: str | None = None
 
 
 _VISIBLE = "txid < pg_snapshot_xmin(pg_current_snapshot())"
@@ -53,7 +57,7 @@ async def visible_after(conn: asyncpg.Connection, after: Position, limit: int) -
     """The next ``limit`` rows after ``after`` that can no longer be overtaken."""
     records = await conn.fetch(
         "SELECT id, txid::text AS txid, seq, topic, key, headers::text AS headers, body,"
-        " created_at FROM outbox"
+        " created_at, traceparent FROM outbox"
         f" WHERE (txid, seq) > ($1::text::xid8, $2) AND {_VISIBLE}"
         " ORDER BY txid, seq LIMIT $3",
         str(after.txid),
@@ -66,12 +70,26 @@ async def visible_after(conn: asyncpg.Connection, after: Position, limit: int) -
             Position(int(r["txid"]), r["seq"]),
             r["topic"],
             r["key"],
-            [(str(k), str(v).encode()) for k, v in orjson.loads(r["headers"])],
+            with_traceparent(
+                [(str(k), str(v).encode()) for k, v in orjson.loads(r["headers"])],
+                r["traceparent"],
+            ),
             r["body"],
             r["created_at"],
+            r["traceparent"],
         )
         for r in records
     ]
+
+
+def with_traceparent(
+    headers: list[tuple[str, bytes]], traceparent: str | None
+) -> list[tuple[str, bytes]]:
+    """``headers`` plus the row's ``traceparent`` header, unless they carry one already
+    (a message written with its own, e.g. a dead-lettered event's)."""
+    if traceparent and not any(k == TRACEPARENT for k, _ in headers):
+        headers.append((TRACEPARENT, traceparent.encode("latin-1")))
+    return headers
 
 
 async def backlog(conn: asyncpg.Connection, after: Position) -> tuple[int, float]:

@@ -19,6 +19,11 @@ producer and the connection are dropped, and the relay starts over, from the loc
 and the progress read back from Kafka. So a relay killed at any instant neither
 skips a row nor publishes one twice, as a ``read_committed`` consumer sees it.
 
+Each record carries the ``traceparent`` its outbox row was written with (the task step's,
+tracing on in the worker); with tracing on here too, its ``publish <topic>`` PRODUCER span
+is a child of that context, and the record carries the span's context instead
+(``pipeline.tracing.producing``). Neither changes what is sent when, or the transaction.
+
 A row Kafka refuses for good (too large for the producer or the topic, an illegal
 topic name) is published as a DLQ record in its place, in the same transaction
 (``relay.refusals``): what the relay learns from a refusal outlives the aborted
@@ -36,7 +41,7 @@ import asyncpg
 from aiokafka import AIOKafkaProducer
 from aiokafka.errors import KafkaError
 
-from pipeline import kafka
+from pipeline import kafka, tracing
 from pipeline.metrics import DLQ_MESSAGES
 from pipeline.retry import backoff
 from pipeline.runtime import Shutdown
@@ -192,7 +197,12 @@ class Relay:
             try:
                 if refused.stage < Stage.DLQ and (bad := refusals.topic_error(row.topic)):
                     raise bad
-                fut = await producer.send(rec.topic, rec.value, key=rec.key, headers=rec.headers)
+                if tracing.ENABLED:  # the record's publish span, its context in the header
+                    fut = await self._send_traced(producer, rec, row)
+                else:
+                    fut = await producer.send(
+                        rec.topic, rec.value, key=rec.key, headers=rec.headers
+                    )
             except KafkaError as exc:
                 if refusals.reason_for(exc) is None:
                     raise
@@ -202,6 +212,20 @@ class Relay:
             if alone:
                 await self._settle(unsettled)
             return
+
+    @staticmethod
+    async def _send_traced(
+        producer: AIOKafkaProducer, rec: refusals.Record, row: Row
+    ) -> asyncio.Future[object]:
+        """``producer.send`` inside the ``publish <topic>`` PRODUCER span, a child of the
+        traceparent the record carries (the outbox row's: the task step that wrote it),
+        whose own context the record carries instead. A record without one: no span."""
+        headers = list(rec.headers)
+        with tracing.producing(rec.topic, headers, outbox_id=row.id):
+            fut: asyncio.Future[object] = await producer.send(
+                rec.topic, rec.value, key=rec.key, headers=headers
+            )
+        return fut
 
     async def _settle(self, unsettled: list[tuple[Row, asyncio.Future[object]]]) -> None:
         """Wait for every record queued so far. A refusal moves its row to its next stage

@@ -18,7 +18,7 @@ import asyncpg
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from temporalio.client import Client
 
-from pipeline import kafka
+from pipeline import kafka, tracing
 from pipeline.settings import Settings
 from router.catalog import ActivityCatalog
 from router.routing import Routing, Stats, build_routing
@@ -159,18 +159,25 @@ class SessionRunner:
             try:
                 await catalog.start()
                 try:
-                    routing = build_routing(
-                        self.settings,
-                        self.rcfg,
-                        client=self.client,
-                        pool=self.pool,
-                        catalog=catalog,
-                        producer=producer,
-                        on_done=on_done,
-                        stopping=self.stopping,
-                        dry_run=self.dry_run,
-                    )
-                    yield Session(consumer, producer, routing, self.dry_run, self.rcfg.ledger, t0)
+                    # Tracing on: the session is a root span, and each replayed message's
+                    # span (in its event's own trace) links to it.
+                    with tracing.child("replay", dry_run=self.dry_run, group=group) as span:
+                        routing = build_routing(
+                            self.settings,
+                            self.rcfg,
+                            client=self.client,
+                            pool=self.pool,
+                            catalog=catalog,
+                            producer=producer,
+                            on_done=on_done,
+                            stopping=self.stopping,
+                            dry_run=self.dry_run,
+                            group=group,
+                            trace_links=tracing.links_to(span),
+                        )
+                        yield Session(
+                            consumer, producer, routing, self.dry_run, self.rcfg.ledger, t0
+                        )
                 except kafka.UndecodableBatch as exc:
                     raise ReplayError(str(exc)) from exc
                 finally:

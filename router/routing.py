@@ -12,14 +12,16 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
+from typing import Any
 
 import asyncpg
 from aiokafka import AIOKafkaProducer, TopicPartition
 from aiokafka.structs import ConsumerRecord
 from temporalio.client import Client
 
-from pipeline import kafka, metrics
+from pipeline import kafka, metrics, tracing
 from pipeline.retry import backoff
 from pipeline.settings import Settings
 from pipeline.starter import DUPLICATE, ShutdownRequested, Starter, StartRejected
@@ -146,6 +148,10 @@ class Routing:
     gate: FlowGate | None = None
     # Debounce and batch: events of those activities go into windows, not starts.
     windows: Windows | None = None
+    # Tracing (pipeline/tracing.py): the consumer group on each message's span, and
+    # what every span links to (a replay's session span).
+    group: str | None = None
+    trace_links: list[Any] = field(default_factory=list)
     stats: Stats = field(default_factory=Stats, init=False)
     # Acknowledged but not yet written to the ledger; flushed before each commit.
     pending_ledger: list[LedgerEntry] = field(default_factory=list, init=False)
@@ -190,7 +196,25 @@ class Routing:
                 plan.dlq_reason, plan.dlq_detail = R_ROUTE_FAILED, f"ledger lookup: {_what(exc)}"
         return seen
 
+    def _span(self, plan: Plan) -> AbstractContextManager[Any]:
+        """The message's span (tracing on): a child of the context its record carries."""
+        if not tracing.ENABLED:
+            return nullcontext()
+        runs = plan.runs
+        return tracing.consumed(
+            f"process {plan.msg.topic}",
+            plan.msg,
+            self.group,
+            event_id=runs[0].event_id if runs else None,
+            links=self.trace_links,
+            attributes={"ingest.component": self.component, "ingest.runs": len(runs)},
+        )
+
     async def _handle(self, plan: Plan, seen: set[str]) -> None:
+        with self._span(plan):
+            await self._handle_traced(plan, seen)
+
+    async def _handle_traced(self, plan: Plan, seen: set[str]) -> None:
         msg = plan.msg
         tp = TopicPartition(msg.topic, msg.partition)
         try:
@@ -200,6 +224,8 @@ class Routing:
                 todo = []
                 for run in plan.runs:
                     if run.workflow_id in seen:
+                        with tracing.child("route", **_run_attrs(run)) as span:
+                            tracing.decide(span, "duplicate", duplicate_layer=metrics.LAYER_LEDGER)
                         self.stats.ledger_duplicates += 1
                         metrics.DUPLICATES_SUPPRESSED.labels(
                             component=self.component,
@@ -242,12 +268,25 @@ class Routing:
         self, msg: ConsumerRecord, runs: list[RunActivityInput], flows: dict[str, FlowKeys]
     ) -> StartRejected | envelope.EnvelopeError | None:
         async def one(run: RunActivityInput) -> StartRejected | envelope.EnvelopeError | None:
+            if not tracing.ENABLED:
+                return await start(run, None)
+            with tracing.child("route", **_run_attrs(run)) as span:
+                return await start(run, span)
+
+        async def start(
+            run: RunActivityInput, span: Any
+        ) -> StartRejected | envelope.EnvelopeError | None:
             if self.windows is not None and self.windows.wants(run.activity_id):
                 # Debounce and batch: the window's run is started by its window workflow.
                 try:
                     assigned = await self.windows.add(msg, run) == ASSIGNED
                 except (StartRejected, envelope.EnvelopeError) as exc:  # e.g. FlowKeyMissing
+                    tracing.decide(span, "rejected", reason=str(exc))
                     return exc
+                if assigned:
+                    tracing.decide(span, "windowed")
+                else:
+                    tracing.decide(span, "duplicate", duplicate_layer=metrics.LAYER_FLOW_WINDOW)
                 self.stats.windowed += assigned
                 self.stats.ledger_duplicates += not assigned
                 return None
@@ -258,6 +297,7 @@ class Routing:
                     decision = await self._retry("flow decision", lambda: gate.decide(run, fk))
                 if decision.skip is not None:
                     # Recorded by the gate (flow_decisions) before the offset is committed.
+                    tracing.decide(span, "skipped", skip_reason=decision.skip)
                     self.stats.skipped += 1
                     return None
                 try:
@@ -268,10 +308,17 @@ class Routing:
                         priority=fk.priority if fk is not None else None,
                     )
                 except StartRejected as exc:
+                    tracing.decide(span, "rejected", reason=exc.reason, detail=exc.detail)
                     return exc
             if outcome == DUPLICATE:
+                tracing.decide(span, "duplicate", duplicate_layer=metrics.LAYER_TEMPORAL)
                 self.stats.temporal_duplicates += 1
             else:
+                if decision.start_delay:
+                    delay = decision.start_delay.total_seconds()
+                    tracing.decide(span, "throttled", delay_seconds=delay)
+                else:
+                    tracing.decide(span, "started")
                 self.stats.started += 1
                 if msg.timestamp and msg.timestamp > 0:
                     START_LATENCY.observe(max(0.0, time.time() - msg.timestamp / 1000))
@@ -289,14 +336,20 @@ class Routing:
 
         # Every run finishes before the message is judged: a sibling that fails for good
         # must not leave the others running after the message is dead-lettered.
-        results = await asyncio.gather(*(one(r) for r in runs), return_exceptions=True)
+        # A rejection is returned, an error raised: both are exceptions once gathered, so
+        # the returned ones travel in a list (a rejection keeps its own DLQ reason).
+        async def judged(run: RunActivityInput) -> list[StartRejected | envelope.EnvelopeError]:
+            rejected = await one(run)
+            return [] if rejected is None else [rejected]
+
+        results = await asyncio.gather(*(judged(r) for r in runs), return_exceptions=True)
         for r in results:
             if isinstance(r, ShutdownRequested | asyncio.CancelledError):
                 raise r
         for r in results:
             if isinstance(r, BaseException):
                 raise r
-        return next((r for r in results if r is not None), None)  # type: ignore[return-value]
+        return next((r[0] for r in results if r), None)  # type: ignore[index]
 
     async def _dead_letter(self, msg: ConsumerRecord, reason: str, detail: str) -> None:
         redrive = msg.topic == self.dlq_topic  # replay --dlq: keep the first source
@@ -326,6 +379,9 @@ class Routing:
                     ),
                 )
             metrics.DLQ_MESSAGES.labels(component=self.component, reason=reason).inc()
+        tracing.decide(
+            tracing.current(), "dead_lettered", rename=False, dlq_reason=reason, dlq_detail=detail
+        )
         self.stats.dlq += 1
         log.info(
             "dead-lettered %s[%d]@%d: %s (%s)", msg.topic, msg.partition, msg.offset, reason, detail
@@ -362,6 +418,12 @@ class Routing:
             await asyncio.sleep(delay)
 
 
+def _run_attrs(run: RunActivityInput) -> dict[str, Any]:
+    """What a run's decision span records (``ingest.*``)."""
+    return {"workflow_id": run.workflow_id, "activity_id": run.activity_id,
+            "event_id": run.event_id}  # fmt: skip
+
+
 def _what(exc: BaseException) -> str:
     """``Class: text`` of an error, short enough for a DLQ header."""
     return f"{type(exc).__name__}: {exc}"[:500]
@@ -387,6 +449,8 @@ def build_routing(
     stopping: Callable[[], bool],
     dry_run: bool = False,
     component: str = "router",
+    group: str | None = None,
+    trace_links: list[Any] | None = None,
 ) -> Routing:
     """The Routing of the live router and of every replay, from their settings.
 
@@ -407,6 +471,8 @@ def build_routing(
         stopping=stopping,
         component=component,
         dry_run=dry_run,
+        group=group,
+        trace_links=trace_links or [],
         windows=Windows(
             pool=pool,
             client=client,

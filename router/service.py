@@ -22,6 +22,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from temporalio.client import Client
 
 from pipeline import kafka, metrics
+from pipeline.lag import LagSeconds
 from pipeline.offsets import OffsetTracker
 from pipeline.rebalance import Delegating
 from pipeline.runtime import Shutdown
@@ -83,6 +84,7 @@ class Router:
         self.shutdown = shutdown
         self.component = component
         self.tracker = OffsetTracker()
+        self.lag_seconds = LagSeconds(metrics.CONSUMER_LAG_SECONDS, component)
         self.in_flight_bytes = InFlightBytes(rcfg.max_in_flight_bytes)
         self.tasks: dict[TopicPartition, set[asyncio.Task[None]]] = {}
         self.catalog = ActivityCatalog(pool, rcfg.refresh_seconds)
@@ -113,6 +115,7 @@ class Router:
             on_done=self._done,
             stopping=lambda: self.shutdown.requested,
             component=self.component,
+            group=self.rcfg.group,
         )
         self.consumer.subscribe([k.events_topic], listener=Delegating(self.on_revoked))
         await self.consumer.start()
@@ -152,6 +155,7 @@ class Router:
             batches = await kafka.getmany(
                 self.consumer, timeout_ms=200, max_records=self.rcfg.max_poll_records
             )
+            self.lag_seconds.fetched(batches)
             for tp, msgs in batches.items():
                 if not msgs:
                     continue
@@ -197,6 +201,7 @@ class Router:
             self.tasks.pop(tp, None)
             with contextlib.suppress(KeyError):
                 metrics.CONSUMER_LAG.remove(self.component, tp.topic, str(tp.partition))
+        self.lag_seconds.forget(revoked)  # pipeline_consumer_lag_seconds, as above
 
     # --- commits --------------------------------------------------------------
 
@@ -210,6 +215,7 @@ class Router:
                 return
             await self.consumer.commit(offsets)  # type: ignore[arg-type]
             self.tracker.advance(offsets)
+            self.lag_seconds.committed(offsets)
 
     async def _commit_loop(self) -> None:
         interval = self.rcfg.commit_interval_ms / 1000
@@ -234,6 +240,7 @@ class Router:
                     metrics.CONSUMER_LAG.labels(
                         component=self.component, topic=tp.topic, partition=str(tp.partition)
                     ).set(max(0, high - committed))
+                    self.lag_seconds.refresh(tp, committed, high)
             if self.routing.ledger and time.monotonic() - last_prune > 3600:
                 last_prune = time.monotonic()
                 try:

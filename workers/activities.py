@@ -22,6 +22,7 @@ from pydantic import ValidationError
 from temporalio import activity
 from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 
+from pipeline import tracing
 from pipeline.metrics import DUPLICATES_SUPPRESSED, LAYER_IDEMPOTENCY_KEY, start_at_zero
 from schemas.definitions import TaskDef
 from schemas.flow.concurrency import flow_slot_for
@@ -113,6 +114,13 @@ async def _heartbeating(work: Awaitable[T], interval: float | None) -> T:
                 await task
 
 
+def _trace_id() -> str | None:
+    """The trace of the step running now (the run's, through the tracing interceptor),
+    for ``activity_runs.trace_id``; None when tracing is off."""
+    ids = tracing.current_ids()
+    return ids[0] if ids is not None else None
+
+
 def _plan(
     run: RunActivityInput, raw: list[object] | None, short: frozenset[str]
 ) -> PlanTasksResult:
@@ -172,7 +180,7 @@ class RunActivities:
     async def log_run(self, inp: LogRunInput) -> LogRunResult:
         """Record the run once: a retry or replay finds the row and says 'existing'."""
         _check_run(inp.run)
-        inserted = await store.insert_run(self._pool, inp.run)
+        inserted = await store.insert_run(self._pool, inp.run, _trace_id())
         RUNS_LOGGED.labels(result=RUN_INSERTED if inserted else RUN_EXISTING).inc()
         return LogRunResult(inserted=inserted)
 
@@ -201,7 +209,7 @@ class RunActivities:
         its own. A run refused here is queued, and asks ``flow_acquire`` in rounds.
         """
         _check_run(inp.run)
-        inserted, raw, flow = await store.insert_run_and_tasks(self._pool, inp.run)
+        inserted, raw, flow = await store.insert_run_and_tasks(self._pool, inp.run, _trace_id())
         RUNS_LOGGED.labels(result=RUN_INSERTED if inserted else RUN_EXISTING).inc()
         planned = _plan(inp.run, raw, self._short)
         try:

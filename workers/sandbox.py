@@ -54,7 +54,8 @@ if TYPE_CHECKING:  # annotations only: a private module, and types new in tempor
     from temporalio.worker._command_aware_visitor import CommandInfo
 
 # Deterministic, side-effect-free at import, used by workflow code: never reload them.
-PASSTHROUGH = ("schemas",)
+# opentelemetry: the tracing interceptor's workflow side (pipeline/tracing.py) uses it.
+PASSTHROUGH = ("schemas", "opentelemetry")
 
 
 def restrictions(*workflow_modules: str) -> SandboxRestrictions:

@@ -48,6 +48,7 @@ import asyncpg
 import orjson
 from temporalio.exceptions import ApplicationError
 
+from pipeline import tracing
 from schemas.status import TaskStatus
 from schemas.workflow_io import RunActivityInput, TaskSpec
 
@@ -109,12 +110,12 @@ def _ts(value: str | None) -> datetime | None:
 # log_run's insert-or-nothing; $2 is the activity id.
 _INSERT_RUN = (
     "INSERT INTO activity_runs (run_id, activity_id, workflow_id, trigger_kind, event_id,"
-    " scheduled_for, context_window_start, context_window_end)"
-    " VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (run_id) DO NOTHING"
+    " scheduled_for, context_window_start, context_window_end, trace_id)"
+    " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT (run_id) DO NOTHING"
 )
 
 
-def _run_args(run: RunActivityInput) -> tuple[object, ...]:
+def _run_args(run: RunActivityInput, trace_id: str | None) -> tuple[object, ...]:
     return (
         uuid.UUID(run.run_id),
         uuid.UUID(run.activity_id),
@@ -124,20 +125,25 @@ def _run_args(run: RunActivityInput) -> tuple[object, ...]:
         _ts(run.scheduled_for),
         _ts(run.context_window_start),
         _ts(run.context_window_end),
+        trace_id,
     )
 
 
-async def insert_run(pool: asyncpg.Pool, run: RunActivityInput) -> bool:
-    """True if this call created the row, False if it was already there."""
+async def insert_run(
+    pool: asyncpg.Pool, run: RunActivityInput, trace_id: str | None = None
+) -> bool:
+    """True if this call created the row, False if it was already there.
+
+    ``trace_id``: the run's trace (32 hex digits; None when not traced), kept on the row."""
     inserted = await pool.fetchval(
         f"{_INSERT_RUN} RETURNING true",
-        *_run_args(run),
+        *_run_args(run, trace_id),
     )
     return bool(inserted)
 
 
 async def insert_run_and_tasks(
-    pool: asyncpg.Pool, run: RunActivityInput
+    pool: asyncpg.Pool, run: RunActivityInput, trace_id: str | None = None
 ) -> tuple[bool, list[object] | None, object | None]:
     """``insert_run`` then ``activity_tasks``, as one statement: (inserted, tasks or None,
     the activity's ``flow`` block as JSON or None)."""
@@ -145,7 +151,7 @@ async def insert_run_and_tasks(
         f"WITH ins AS ({_INSERT_RUN} RETURNING true)"
         " SELECT EXISTS (SELECT 1 FROM ins) AS inserted, a.tasks, a.flow"
         " FROM (SELECT 1) one LEFT JOIN activities a ON a.id = $2",
-        *_run_args(run),
+        *_run_args(run, trace_id),
     )
     flow = orjson.loads(row["flow"]) if row["flow"] is not None else None
     return bool(row["inserted"]), _task_list(row["tasks"]), flow
@@ -389,15 +395,19 @@ async def finish_with_outbox(
 
 
 async def put_outbox(conn: asyncpg.Pool | asyncpg.Connection, message: OutboxMessage) -> bool:
-    """Write ``message`` to the outbox once (by its id); True if this call wrote it."""
+    """Write ``message`` to the outbox once (by its id); True if this call wrote it.
+
+    With tracing on, the row keeps the current span's traceparent (the step that wrote
+    it): the relay's record joins that trace (``relay/service.py``)."""
     headers = orjson.dumps([[k, v.decode()] for k, v in message.headers]).decode()
     status = await conn.execute(
-        "INSERT INTO outbox (id, topic, key, headers, body)"
-        " VALUES ($1, $2, $3, $4::jsonb, $5) ON CONFLICT (id) DO NOTHING",
+        "INSERT INTO outbox (id, topic, key, headers, body, traceparent)"
+        " VALUES ($1, $2, $3, $4::jsonb, $5, $6) ON CONFLICT (id) DO NOTHING",
         message.id,
         message.topic,
         message.key,
         headers,
         message.body,
+        tracing.current_traceparent(),
     )
     return bool(status == "INSERT 0 1")

@@ -9,7 +9,7 @@ import sys
 
 from app.command import Command
 from app.flags import add_flags, overrides
-from pipeline import logs, settings
+from pipeline import logs, settings, tracing
 from pipeline.clients import Unreachable, check_kafka
 from pipeline.runtime import Shutdown
 
@@ -41,6 +41,7 @@ async def _main(args: argparse.Namespace) -> int:
         transaction_records=args.transaction_records,
     )
     logs.setup(cfg.process.log_level, cfg.process.log_format, "ingress")
+    tracing.setup(cfg.process.tracing, "ingress")
     # aiokafka logs each failed connection attempt; at start-up one line that
     # names the setting to fix says it better.
     kafka_log = logging.getLogger("aiokafka")

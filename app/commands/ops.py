@@ -8,7 +8,7 @@ import sys
 
 from app.command import Command
 from app.flags import add_flags, overrides
-from pipeline import logs, settings
+from pipeline import logs, settings, tracing
 from pipeline.clients import Unreachable
 from pipeline.runtime import Shutdown
 
@@ -61,6 +61,7 @@ def _run(args: argparse.Namespace) -> int:
         print(f"ingest ops: refusing to start: {problem}", file=sys.stderr)
         return 2
     logs.setup(cfg.process.log_level, cfg.process.log_format, "ops")
+    tracing.setup(cfg.process.tracing, "ops")
     try:
         return asyncio.run(_main(cfg, ops))
     except Unreachable as exc:

@@ -8,7 +8,7 @@ import logging
 
 from app.command import Command
 from app.flags import add_flags, overrides
-from pipeline import logs, settings
+from pipeline import logs, settings, tracing
 from pipeline.runtime import Shutdown, serve_http
 from relay.settings import RelaySettings, load_relay_settings
 
@@ -42,6 +42,7 @@ def _run(args: argparse.Namespace) -> int:
         instance=args.instance, progress_topic=args.progress_topic, batch_size=args.batch_size
     )
     logs.setup(cfg.process.log_level, cfg.process.log_format, "relay")
+    tracing.setup(cfg.process.tracing, "relay")
     return asyncio.run(run_relay(cfg, rcfg))
 
 

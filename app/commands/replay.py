@@ -18,7 +18,7 @@ from typing import TextIO
 
 from app.command import Command
 from app.flags import add_flags, overrides
-from pipeline import logs, settings
+from pipeline import logs, settings, tracing
 from pipeline.clients import Unreachable, routing_clients
 from pipeline.runtime import Shutdown
 from replay.dlq import DLQ_GROUP
@@ -184,6 +184,7 @@ def _run(args: argparse.Namespace) -> int:
     )
     # Logs go to stderr; with --json keep them to warnings so stdout parses cleanly anyway.
     logs.setup("WARNING" if args.json else cfg.process.log_level, cfg.process.log_format, "replay")
+    tracing.setup(cfg.process.tracing, "replay")
     return asyncio.run(_main(args, cfg, rcfg))
 
 

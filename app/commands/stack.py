@@ -30,14 +30,24 @@ def _run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    return manager.run(args.action, args.temporal, args.partitions, args.kafka_nodes, _app_topics())
+    return manager.run(
+        args.action,
+        args.temporal,
+        args.partitions,
+        args.kafka_nodes,
+        _app_topics(),
+        tracing=args.tracing,
+    )
 
 
 def _flags(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "action",
         choices=["up", "down", "status", "build"],
-        help="build: build the real Temporal server once (INGEST_STACK_TEMPORAL_SERVER_*)",
+        help=(
+            "build: build the real Temporal server and Jaeger once "
+            "(INGEST_STACK_TEMPORAL_SERVER_*, INGEST_STACK_JAEGER_*)"
+        ),
     )
     p.add_argument("--partitions", type=int, help="partitions for new topics (KAFKA_PARTITIONS)")
     p.add_argument(
@@ -63,17 +73,28 @@ def _flags(p: argparse.ArgumentParser) -> None:
             "themselves"
         ),
     )
+    p.add_argument(
+        "--tracing",
+        action="store_true",
+        default=None,
+        help=(
+            "up: Jaeger too (INGEST_STACK_TRACING), built once from source, spans in "
+            "memory: OTLP gRPC 127.0.0.1:4317, HTTP :4318, query API and page :16686 "
+            "(INGEST_STACK_JAEGER_*_PORT); a Temporal it starts exports its own spans "
+            "to it; status/down find a started one by themselves"
+        ),
+    )
 
 
 COMMAND = Command(
     "stack",
-    help="start/stop/check the local Kafka, Temporal and PostgreSQL",
+    help="start/stop/check the local Kafka, Temporal and PostgreSQL (and Jaeger)",
     description=(
         "The local stack of real services: a KRaft Kafka broker run on Java 17 from "
         "Maven jars, `temporal server start-dev` (SQLite in WAL mode) or, with "
         "--temporal server, the real Temporal server on PostgreSQL, and the "
-        "embedded PostgreSQL (or DATABASE_URL if set). State and logs live in "
-        "INGEST_STACK_DIR (default .stack/)."
+        "embedded PostgreSQL (or DATABASE_URL if set); with --tracing, Jaeger for "
+        "traces. State and logs live in INGEST_STACK_DIR (default .stack/)."
     ),
     run=_run,
     flags=_flags,

@@ -7,7 +7,7 @@ import asyncio
 
 from app.command import Command
 from app.flags import add_flags, overrides
-from pipeline import logs, settings
+from pipeline import logs, settings, tracing
 from pipeline.clients import Unreachable
 from pipeline.runtime import Shutdown
 
@@ -52,6 +52,7 @@ def _run(args: argparse.Namespace) -> int:
     )
     load_registry(wcfg.task_handlers)  # fail fast (ConfigError, exit 2) on a bad handler list
     logs.setup(cfg.process.log_level, cfg.process.log_format, "worker")
+    tracing.setup(cfg.process.tracing, "worker")
     try:
         return asyncio.run(_main(cfg, wcfg))
     except Unreachable as exc:

@@ -11,6 +11,7 @@ calls :mod:`devstack.manager`.
 * Temporal: :mod:`devstack.temporal` (the dev server), :mod:`devstack.temporal_server`
   (the real server on PostgreSQL), :mod:`devstack.temporal_build` (``go install``).
 * PostgreSQL: :mod:`devstack.postgres`.
+* Traces (``up --tracing``): :mod:`devstack.jaeger` (Jaeger, built once from source).
 * :mod:`devstack.procs` and :mod:`devstack.service`: processes with pid files and logs,
   and what every service offers.
 """

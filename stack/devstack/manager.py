@@ -9,6 +9,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
+from devstack.jaeger import Jaeger, exports_traces, pipeline_env, query_url
 from devstack.kafka import Kafka
 from devstack.kafka_cluster import KafkaCluster, stack_kafka
 from devstack.postgres import Postgres
@@ -18,7 +19,7 @@ from devstack.temporal import Temporal
 from devstack.temporal_server import TemporalServer
 from pipeline.settings import build
 
-Services = list[tuple[str, Kafka | KafkaCluster | Temporal | TemporalServer | Postgres]]
+Services = list[tuple[str, Kafka | KafkaCluster | Temporal | TemporalServer | Postgres | Jaeger]]
 
 
 def stack_temporal(cfg: StackSettings) -> Temporal | TemporalServer:
@@ -31,12 +32,22 @@ def stack_temporal(cfg: StackSettings) -> Temporal | TemporalServer:
     return Temporal(cfg)
 
 
+def stack_jaeger(cfg: StackSettings) -> Jaeger | None:
+    """Jaeger when tracing is on (``--tracing``, ``INGEST_STACK_TRACING``) or this stack
+    started one (so ``status`` shows it whatever the setting says now)."""
+    jaeger = Jaeger(cfg)
+    return jaeger if cfg.tracing or jaeger.proc.pid() is not None else None
+
+
 def _services(cfg: StackSettings, kafka_nodes: int | None = None) -> Services:
     kafka = stack_kafka(cfg, kafka_nodes)
     temporal = stack_temporal(cfg)
+    jaeger = stack_jaeger(cfg)
+    # Jaeger first: the real server exports its spans to it from its start.
+    out: Services = [("jaeger", jaeger)] if jaeger is not None else []
     if isinstance(temporal, TemporalServer):  # it keeps its state in the stack's PostgreSQL
-        return [("kafka", kafka), ("postgres", Postgres(cfg)), ("temporal", temporal)]
-    return [("kafka", kafka), ("temporal", temporal), ("postgres", Postgres(cfg))]
+        return [*out, ("kafka", kafka), ("postgres", Postgres(cfg)), ("temporal", temporal)]
+    return [*out, ("kafka", kafka), ("temporal", temporal), ("postgres", Postgres(cfg))]
 
 
 def _addresses(cfg: StackSettings, kafka_nodes: int | None = None) -> dict[str, str]:
@@ -47,6 +58,7 @@ def _addresses(cfg: StackSettings, kafka_nodes: int | None = None) -> dict[str, 
         "kafka": stack_kafka(cfg, kafka_nodes).address,
         "temporal": f"{HOST}:{cfg.temporal_port}",
         "postgres": redact(Postgres(cfg).url),
+        "jaeger": Jaeger(cfg).summary(),
     }
     if isinstance(temporal, TemporalServer):
         out["temporal"] = temporal.summary()
@@ -68,20 +80,48 @@ def up(
     from pipeline.clients import ensure_topics
 
     addrs = _addresses(cfg, kafka_nodes)
-    for name, svc in _services(cfg, kafka_nodes):
+    services = _services(cfg, kafka_nodes)
+    for name, svc in services:
         try:
             state = svc.ensure()
         except StackError as exc:
             print(f"{name}: FAILED: {exc}", file=sys.stderr)
             return 1
         print(f"{name:9} {state:24} {addrs[name]}")
+        note = untraced_server_note(svc) if cfg.tracing and state == "already running" else None
+        if note:
+            print(note)
     k = settings.load_settings().kafka
     topics = [k.raw_topic, k.events_topic, k.dlq_topic, *extra_topics]
     created = asyncio.run(ensure_topics(k, topics, partitions or k.partitions))
     print(topics_line(topics, created, partitions or k.partitions))
     if "," in addrs["kafka"]:
         print(f"export KAFKA_BOOTSTRAP_SERVERS={addrs['kafka']}  # so clients know every broker")
+    if any(isinstance(svc, Jaeger) for _, svc in services):
+        print(traces_line(cfg))
     return 0
+
+
+def traces_line(cfg: StackSettings) -> str:
+    """Where to look at traces, and how a pipeline process sends its spans there."""
+    env = " ".join(f"{k}={v}" for k, v in pipeline_env(cfg).items())
+    return f"{'traces':9} {query_url(cfg):24} export {env}  # for ingest run"
+
+
+def untraced_server_note(svc: object) -> str | None:
+    """A line when tracing is on but the running Temporal was started without it."""
+    if isinstance(svc, TemporalServer):
+        pids = [p.pid() for p in svc.started_procs()]
+    elif isinstance(svc, Temporal):
+        pids = [svc.proc.pid()]
+    else:
+        return None
+    if all(pid is None or exports_traces(pid) for pid in pids):
+        return None
+    return (
+        f"{'':9} note: this Temporal was started without tracing, so it sends no spans; "
+        "`ingest stack down`, then `up --tracing`, to trace it too"
+    )
 
 
 def topics_line(topics: list[str], created: list[str], partitions: int) -> str:
@@ -98,15 +138,20 @@ def topics_line(topics: list[str], created: list[str], partitions: int) -> str:
 def down(cfg: StackSettings) -> int:
     # Both kinds of Temporal: the real server may run beside the dev server on other
     # ports (the test suite's real-server subset does), and both keep state elsewhere.
-    services: Services = [("kafka", stack_kafka(cfg)), ("temporal", Temporal(cfg))]
-    services += [("temporal", TemporalServer(cfg)), ("postgres", Postgres(cfg))]
+    # Jaeger last (listed first): the servers flush their spans as they stop.
+    services: Services = [("jaeger", Jaeger(cfg)), ("kafka", stack_kafka(cfg))]
+    services += [("temporal", Temporal(cfg)), ("temporal", TemporalServer(cfg))]
+    services += [("postgres", Postgres(cfg))]
     for name, svc in reversed(services):
         if name == "postgres" and svc.external_url():  # type: ignore[union-attr]
             print(f"{name:9} external, left alone")
             continue
         if isinstance(svc, TemporalServer) and not svc.started_procs():
             continue  # no real server was started: one "temporal" line is enough
-        print(f"{name:9} {'stopped' if svc.stop() else 'not started by this stack'}")
+        stopped = svc.stop()
+        if isinstance(svc, Jaeger) and not stopped:
+            continue  # tracing was never on: no line
+        print(f"{name:9} {'stopped' if stopped else 'not started by this stack'}")
     return 0
 
 
@@ -126,10 +171,12 @@ def run(
     partitions: int | None = None,
     kafka_nodes: int | None = None,
     extra_topics: Sequence[str] = (),
+    tracing: bool | None = None,
 ) -> int:
-    """``ingest stack ACTION``; ``extra_topics``: the application's topics ``up`` creates too."""
+    """``ingest stack ACTION``; ``extra_topics``: the application's topics ``up`` creates too;
+    ``tracing``: True starts Jaeger too (None: ``INGEST_STACK_TRACING`` decides)."""
     # A bad INGEST_STACK_* value: one line naming it.
-    cfg = build(StackSettings, temporal=temporal)
+    cfg = build(StackSettings, temporal=temporal, tracing=tracing or None)
     if action == "up":
         return up(cfg, partitions, kafka_nodes, extra_topics)
     if action == "down":
@@ -140,11 +187,15 @@ def run(
 
 
 def build_server(cfg: StackSettings) -> int:
-    """Build the real Temporal server's binaries (once: a cached build is reused)."""
+    """Build what the stack builds from source, once (a cached build is reused): the
+    real Temporal server's binaries, and Jaeger (the test suite's traces need it
+    whether or not ``INGEST_STACK_TRACING`` is set)."""
     try:
         bins = TemporalServer(cfg).binaries()
+        print(f"{'temporal':9} {'ready':24} server {bins.version}: {bins.server.parent}")
+        jaeger = Jaeger(cfg).binary()
+        print(f"{'jaeger':9} {'ready':24} Jaeger {cfg.jaeger_version}: {jaeger}")
     except StackError as exc:
-        print(f"temporal: FAILED: {exc}", file=sys.stderr)
+        print(f"build: FAILED: {exc}", file=sys.stderr)
         return 1
-    print(f"{'temporal':9} {'ready':24} server {bins.version}: {bins.server.parent}")
     return 0

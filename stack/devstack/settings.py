@@ -56,6 +56,18 @@ class StackSettings(BaseSettings):
     # temporal_ui): 2.54.1 is the UI the dev server embeds; later ones need Go 1.26.10.
     temporal_ui_version: str = Field("2.54.1", pattern=r"^\d+\.\d+\.\d+$")
     pg_port: int = Field(55432, ge=1, le=65535)
+    # Traces (`ingest stack up --tracing`, stack/devstack/jaeger.py): Jaeger's all-in-one
+    # (v2, on the OpenTelemetry collector), spans in memory, built once like the server.
+    tracing: bool = False
+    jaeger_version: str = Field("1.75.0", pattern=r"^\d+\.\d+\.\d+$")
+    jaeger_cache: Path = Path("~/.cache/ingest/jaeger")
+    jaeger_otlp_grpc_port: int = Field(4317, ge=1, le=65535)
+    jaeger_otlp_http_port: int = Field(4318, ge=1, le=65535)
+    jaeger_ui_port: int = Field(16686, ge=1, le=65535)  # the query API (/api/...) and page
+    jaeger_query_grpc_port: int = Field(16685, ge=1, le=65535)
+    # A built jaeger-ui (its folder with index.html): a Go-built binary embeds no web
+    # assets and serves a placeholder page at / (the query API works either way).
+    jaeger_ui_assets: Path | None = None
 
     @field_validator("temporal_dynamic_config")
     @classmethod

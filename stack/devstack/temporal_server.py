@@ -13,7 +13,9 @@ Every ``ensure()`` brings the schemas up to date with the sql tool (idempotent, 
 under a second when current), writes each process's config and the stack's dynamic
 config (``templates/temporal-dynamic-config.yaml``), starts what is not running,
 and, once the frontend serves, registers the ``default`` namespace (24 h retention,
-as on the dev server) and the pipeline's search attributes.
+as on the dev server) and the pipeline's search attributes. With ``INGEST_STACK_TRACING``,
+its processes start with the OTLP variables of :func:`devstack.jaeger.server_otel_env`
+and export their own spans to the stack's Jaeger.
 
 Ports derive from ``INGEST_STACK_TEMPORAL_PORT`` (``P``, default 7233), as in the
 server's own development configs: frontend ``P`` (HTTP ``P+10``), history ``P+1``
@@ -34,6 +36,7 @@ from urllib.parse import unquote, urlsplit
 
 import yaml
 
+from devstack.jaeger import server_otel_env
 from devstack.postgres import Postgres
 from devstack.procs import Proc, StackError, port_open, port_owner, wait_for
 from devstack.service import Service
@@ -277,7 +280,7 @@ class TemporalServer(Service):
             argv = [str(bins.server), "--config-file", str(conf), "--allow-no-auth", "start"]
             for svc in sp.services:
                 argv += ["--service", svc]
-            proc.start(argv)
+            proc.start(argv, env=server_otel_env(self.cfg))  # spans to Jaeger when tracing
             # One at a time: processes that first meet a fresh database together race
             # to write its cluster metadata, and the losers exit.
             port = grpc_port(self.cfg, sp)

@@ -49,11 +49,16 @@ async def produce(bootstrap: str, topic: str, messages: Sequence[Message]) -> li
 
 
 def produce_librdkafka(
-    bootstrap: str, topic: str, values: Sequence[bytes], compression: str, partition: int = 0
+    bootstrap: str,
+    topic: str,
+    values: Sequence[bytes],
+    compression: str,
+    partition: int = 0,
+    headers: Sequence[tuple[str, bytes]] = (),
 ) -> None:
     """Publish ``values`` to one partition with librdkafka (confluent-kafka), the client most
-    producers outside Python use, with ``compression.type=compression``; every value in one
-    batch (a long linger), every delivery checked."""
+    producers outside Python use, with ``compression.type=compression`` and ``headers`` on
+    each record; every value in one batch (a long linger), every delivery checked."""
     from confluent_kafka import Producer
 
     producer = Producer(
@@ -71,7 +76,9 @@ def produce_librdkafka(
             failed.append(str(err))
 
     for value in values:
-        producer.produce(topic, value, partition=partition, on_delivery=delivered)
+        producer.produce(
+            topic, value, partition=partition, headers=list(headers), on_delivery=delivered
+        )
     left = producer.flush(30)
     assert left == 0 and not failed, f"librdkafka: {left} undelivered, errors {failed}"
 

@@ -72,6 +72,7 @@ with workflow.unsafe.imports_passed_through():
     from workers.continuation import continue_task, continued_runs, suggested
     from workers.errors import ApprovalRejected
     from workers.steps import db_step, describe
+    from workers.tracing_waits import APPROVAL, waited
 
 # Notices retry until sent (Kafka down delays them) or no longer wanted (cancelled).
 _NOTICE_RETRY = UNTIL_DONE
@@ -350,6 +351,10 @@ class ApprovalFlow:
         entry = AuditEntry(seq, workflow.now().isoformat(), kind, self._round, **fields)
         self._audit.append(entry)
         self._progress = True
+        if entry.waited_seconds is not None:  # a wait ended: a decision, or without one
+            waited(APPROVAL, entry.waited_seconds, approval_id=self._inp.task_id, outcome=kind,
+                   decision=entry.decision, decided_by=entry.actor,
+                   round=self._round)  # fmt: skip
         return entry
 
     def _why_not(self) -> str:

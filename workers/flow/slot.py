@@ -36,6 +36,7 @@ with workflow.unsafe.imports_passed_through():
     from schemas.workflow_io import FlowReleaseInput, FlowSlot, PermitGrant
     from workers.flow.slot_activities import FlowActivities
     from workers.steps import db_step
+    from workers.tracing_waits import FLOW_SLOT, waited
 
 FLOW_WAKE_SIGNAL = "flow_wake"
 
@@ -100,6 +101,7 @@ async def hold_flow_slot(
 
 async def _acquire(slot: FlowSlot, holder: str, waker: Waker) -> PermitGrant:
     run_id = workflow.info().run_id
+    since = workflow.now()  # queued by start_run's round, just before
     round_no = 0
     while True:
         waker.woken = False  # a wake from now on is for the coming wait
@@ -107,6 +109,9 @@ async def _acquire(slot: FlowSlot, holder: str, waker: Waker) -> PermitGrant:
             FlowActivities.flow_acquire, FlowAcquireInput(slot, holder, run_id, round_no)
         )
         if got.grant is not None:
+            waited(FLOW_SLOT, since=since, flow_resource=slot.resource, flow_key=slot.key,
+                   flow_limit=slot.limit, activity_id=slot.activity_id, rounds=round_no + 1,
+                   flow_slot=got.grant.slot)  # fmt: skip
             return got.grant
         await waker.wait(got.retry_seconds)
         round_no += 1

@@ -45,6 +45,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from schemas.workflow_io import WINDOW_BATCH
     from workers.flow.window_activities import FlowWindowActivities
+    from workers.tracing_waits import FLOW_WINDOW, waited
 
 # Continue as new after this many closed windows even if Temporal does not suggest it
 # yet: each window adds a local-activity marker and its signals to the history.
@@ -141,4 +142,7 @@ class FlowWindowWorkflow:
             # Only a refusal for good (the run's start rejected): the window stays
             # 'closed' in flow_windows, shown by `ingest flow list`.
             workflow.logger.error("window %d of %s not started: %s", window_id, inp.key, exc)
-        del self._windows[window_id]
+        w = self._windows.pop(window_id)
+        waited(FLOW_WINDOW, since=w.opened_at, window_id=window_id,
+               window_kind=w.note.kind, closed_by=reason, flow_key=inp.key,
+               activity_id=inp.activity_id)  # fmt: skip

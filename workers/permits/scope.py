@@ -29,6 +29,7 @@ with workflow.unsafe.imports_passed_through():
     from workers.permits.activities import PermitActivities
     from workers.permits.semaphore import Semaphore
     from workers.steps import db_step
+    from workers.tracing_waits import PERMIT, waited
 
 
 @asynccontextmanager
@@ -58,6 +59,8 @@ async def hold_permit(
     async with Semaphore(request.resource, limits=limits).acquire(
         lease=lease, holder=task_id
     ) as held:
+        waited(PERMIT, held.waited_seconds, permit_resource=held.resource, permit_slot=held.slot,
+               task_id=task_id)  # fmt: skip
         grant: PermitGrant = await db_step(
             PermitActivities.permit_acquired,
             PermitAcquiredInput(

@@ -249,3 +249,61 @@ async def test_a_server_without_a_token_says_so(cfg, temporal, db_pool, tmp_path
         await server.stop()
     for when in ("signed_out", "signed_in"):
         assert "no token" in str(seen[when]) and "any text signs in" in str(seen[when]), seen
+
+
+# --- a run's trace (issue 37): the run's detail links its trace id to the tracing UI ------
+
+
+def trace_link(url: str, run_id: str, shots: Path) -> dict[str, str]:
+    """Open the run from the runs table; what its trace link says and points to."""
+    with signed_in(url, shots) as (browser, wait):
+        row = (By.CSS_SELECTOR, f'tr.run[data-run-id="{run_id}"]')
+        wait.until(ec.element_to_be_clickable(row)).click()
+        link = wait.until(
+            ec.visibility_of_element_located((By.CSS_SELECTOR, f"#run-{run_id} a.trace-link"))
+        )
+        browser.save_screenshot(str(shots / "console-trace-link.png"))
+        return {
+            "href": link.get_attribute("href") or "",
+            "text": link.text,
+            "title": link.get_attribute("title") or "",
+            "target": link.get_attribute("target") or "",
+        }
+
+
+async def test_a_traced_run_links_its_trace(cfg, db_pool, ops_api, tmp_path):
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+    from temporalio.client import Client
+    from temporalio.contrib.opentelemetry import TracingInterceptor
+
+    from pipeline import tracing
+    from tests.support.runs import event_run, insert_activity, start_run, worker_factory
+
+    # A real run, traced: the worker writes activity_runs.trace_id from its start_run step.
+    exporter = InMemorySpanExporter()
+    if tracing._provider is None:
+        assert tracing.setup(True, "test", exporter=exporter)
+    tracing.ENABLED = True
+    try:
+        base = await Client.connect(cfg.temporal.address, namespace=cfg.temporal.namespace)
+        config = base.config()
+        config["interceptors"] = [TracingInterceptor(tracing.tracer())]
+        traced = Client(**config)
+        aid = await insert_activity(db_pool, [{"type": "noop"}])
+        run = event_run(aid)
+        async with worker_factory(cfg, traced, db_pool)():
+            with tracing.tracer().start_as_current_span("console test") as root:
+                handle = await start_run(traced, run, cfg.temporal.task_queue)
+            assert (await asyncio.wait_for(handle.result(), 60)).status == "succeeded"
+    finally:
+        tracing.ENABLED = False
+    trace_id = f"{root.get_span_context().trace_id:032x}"
+    stored = await db_pool.fetchval(
+        "SELECT trace_id FROM activity_runs WHERE workflow_id = $1", run.workflow_id
+    )
+    assert stored == trace_id
+    seen = await asyncio.to_thread(trace_link, ops_api.url, run.run_id, tmp_path)
+    assert seen["href"] == f"http://127.0.0.1:16686/trace/{trace_id}"  # the default template
+    assert seen["text"] == f"trace {trace_id[:8]}…"
+    assert seen["title"] == f"trace {trace_id}"
+    assert seen["target"] == "_blank"

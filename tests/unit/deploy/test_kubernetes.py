@@ -21,7 +21,12 @@ from tests.unit.deploy.assets import (
 
 
 def _deployments() -> dict[str, dict[str, Any]]:
-    return {d["metadata"]["name"].removeprefix("ingest-"): d for d in _k8s_kind("Deployment")}
+    """The pipeline's workloads by component: the worker's Deployment, and the
+    StatefulSets of ingress and router (stable pod names for static group membership)."""
+    return {
+        d["metadata"]["name"].removeprefix("ingest-"): d
+        for d in [*_k8s_kind("Deployment"), *_k8s_kind("StatefulSet")]
+    }
 
 
 def _configmap() -> dict[str, str]:
@@ -138,4 +143,4 @@ def test_kustomize_build() -> None:
     proc = _run(kubectl, "kustomize", "deploy/k8s")
     assert proc.returncode == 0, proc.stderr
     kinds = [d["kind"] for d in yaml.safe_load_all(proc.stdout) if d]
-    assert kinds.count("Deployment") == 3 and "Job" in kinds
+    assert kinds.count("Deployment") == 1 and kinds.count("StatefulSet") == 2 and "Job" in kinds

@@ -15,7 +15,7 @@ import asyncpg
 import orjson
 from aiokafka.structs import ConsumerRecord
 
-from pipeline.starter import STARTED
+from pipeline.starter import R_START_REJECTED, STARTED, StartRejected
 from router.budget import InFlightBytes, record_bytes
 from router.routing import R_ROUTE_FAILED, R_RUN_TOO_LARGE, RoutePlanner, Routing
 from schemas.flow.spec import RunShape
@@ -168,3 +168,20 @@ def test_one_event_id_under_two_window_keys_is_a_race_to_retry_not_a_dead_letter
     other = asyncpg.exceptions.UniqueViolationError("duplicate key")
     other.constraint_name = "flow_windows_pkey"
     assert not _retriable(other)
+
+
+async def test_a_rejected_start_keeps_its_own_dlq_reason():
+    """A start Temporal refuses for good is returned, not raised: its message goes to the
+    DLQ as ``start_rejected`` (it went as ``route_failed`` before the gather told the two
+    apart)."""
+
+    class Refusing(Starter):
+        async def start(self, run: Any, **_: Any) -> str:
+            raise StartRejected("namespace is deleted")
+
+    done: list[int] = []
+    routing, producer = _routing(Refusing(), None, done)
+    await asyncio.gather(*await routing.submit([_msg(0, "a")]))
+    assert done == [0]
+    assert [h["dlq_reason"] for _, _, h in producer.sent] == [R_START_REJECTED.encode()]
+    assert producer.sent[0][2]["dlq_detail"] == b"namespace is deleted"
