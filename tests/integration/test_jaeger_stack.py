@@ -5,7 +5,6 @@ real Temporal server started with tracing on sends it its own spans."""
 from __future__ import annotations
 
 import asyncio
-import time
 import uuid
 from pathlib import Path
 
@@ -15,6 +14,7 @@ from devstack.temporal_server import TemporalServer
 from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest
 from temporalio.client import Client
 
+from pipeline import tracing
 from tests.support import jaeger as support
 from tests.support.jaeger import (
     JaegerClient,
@@ -76,11 +76,21 @@ def test_a_trace_jaeger_does_not_have_raises_and_wait_says_what_it_saw(
         jaeger.wait_trace(missing, lambda t: True, timeout=1)
 
 
-def test_the_real_server_exports_its_own_spans_when_tracing_is_on(
-    stack: object, jaeger: JaegerClient, tmp_path: Path
+def test_the_real_servers_spans_join_the_callers_trace(
+    stack: object,
+    jaeger: JaegerClient,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """``INGEST_STACK_TRACING`` starts the real server with the OTLP variables its
-    ``common/telemetry`` reads, so its frontend's spans (this process's) reach Jaeger."""
+    ``common/telemetry`` reads; a call made inside a span with
+    :func:`pipeline.tracing.grpc_metadata` (what the router's starts send) puts the
+    server's own frontend span in the caller's trace."""
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    if tracing._provider is None:  # tracing on in this process; its own spans stay here
+        assert tracing.setup(True, "test", exporter=InMemorySpanExporter())
+    monkeypatch.setattr(tracing, "ENABLED", True)
     untraced = private_server(tmp_path, shape="single")
     server = TemporalServer(untraced.cfg.model_copy(update={"tracing": True}))
     try:
@@ -88,28 +98,32 @@ def test_the_real_server_exports_its_own_spans_when_tracing_is_on(
         frontend = server.procs()[0][1].pid()
         assert frontend is not None
 
-        async def describe() -> None:
+        async def describe() -> str:
             client = await Client.connect(server.address, namespace="default")
-            await client.service_client.workflow_service.describe_namespace(
-                DescribeNamespaceRequest(namespace="default")
-            )
+            with tracing.child("route") as span:
+                assert span is not None
+                metadata = tracing.grpc_metadata()
+                assert "traceparent" in metadata
+                await client.service_client.workflow_service.describe_namespace(
+                    DescribeNamespaceRequest(namespace="default"), metadata=metadata
+                )
+            return f"{span.get_span_context().trace_id:032x}"
 
-        asyncio.run(describe())
+        trace_id = asyncio.run(describe())
 
-        def ours(trace: Trace) -> bool:
+        def joined(trace: Trace) -> bool:
             return any(
-                p["serviceName"] == "io.temporal.frontend"
-                and {"key": "process.pid", "type": "int64", "value": frontend} in p["tags"]
-                for p in trace["processes"].values()
-            ) and any(s["operationName"].endswith("/DescribeNamespace") for s in spans(trace))
-
-        deadline = time.monotonic() + 30
-        seen: list[list[str]] = []
-        while not any(ours(t) for t in jaeger.find_traces("io.temporal.frontend", limit=200)):
-            seen = [summary(t) for t in jaeger.find_traces("io.temporal.frontend", limit=3)]
-            assert time.monotonic() < deadline, (
-                f"no DescribeNamespace span of pid {frontend}: {seen}"
+                service_of(trace, s) == "io.temporal.frontend"
+                and s["operationName"].endswith("/DescribeNamespace")
+                for s in support.spans(trace)
             )
-            time.sleep(0.5)
+
+        trace = jaeger.wait_trace(trace_id, joined, timeout=30)
+        procs = [
+            p for p in trace["processes"].values() if p["serviceName"] == "io.temporal.frontend"
+        ]
+        assert any(
+            {"key": "process.pid", "type": "int64", "value": frontend} in p["tags"] for p in procs
+        ), f"the span is this server's: {summary(trace)}"
     finally:
         asyncio.run(discard(server, Postgres(server.cfg).url))
