@@ -320,13 +320,6 @@ def grpc_metadata() -> dict[str, str]:
     return carrier
 
 
-def context_of(traceparent: str | None) -> otel_context.Context | None:
-    """The context a stored traceparent names, or None."""
-    if not traceparent:
-        return None
-    return record_context([(TRACEPARENT, traceparent.encode("latin-1"))])
-
-
 @contextmanager
 def producing(topic: str, headers: list[tuple[str, bytes]], **attrs: Any) -> Iterator[Span | None]:
     """The PRODUCER span ``publish <topic>`` of one record about to be sent, a child of the

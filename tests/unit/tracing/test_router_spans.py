@@ -23,23 +23,11 @@ from pipeline.starter import DUPLICATE, STARTED, StartRejected
 from router.flow.gate import START, Decision
 from router.flow.windows import ABSORBED, ASSIGNED
 from router.routing import RoutePlanner, Routing
-from schemas.flow.spec import RunShape
+from tests.unit.router.test_routing_failures import AID, Catalog  # the same one-activity fake
 
-AID = "7d0c9f7e-2d0b-4a8e-9d1e-6f3c2b1a0d01"
 PARENT_TRACE = 0x0AF7651916CD43DD8448EB211C80319C
 PARENT_SPAN = 0xB7AD6B7169203331
 TRACEPARENT = f"00-{PARENT_TRACE:032x}-{PARENT_SPAN:016x}-01"
-
-
-class Catalog:
-    def subscribers(self, etype: str) -> list[str]:
-        return [AID] if etype == "t" else []
-
-    def flow(self, activity_id: str) -> None:
-        return None
-
-    def shape(self, activity_id: str) -> RunShape:
-        return RunShape(1, 0)
 
 
 @dataclass
