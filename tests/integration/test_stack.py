@@ -111,4 +111,8 @@ def test_stack_up_twice_reports_already_running(stack):
         text=True,
         timeout=60,
     )
-    assert status.returncode == 0 and status.stdout.count("answering") == 3, status.stdout
+    # Jaeger is listed too once a tracing test has started it (it stays up like the rest).
+    assert status.returncode == 0, status.stdout
+    for name in ("kafka", "temporal", "postgres"):
+        line = next(ln for ln in status.stdout.splitlines() if ln.startswith(name))
+        assert "answering" in line, status.stdout
