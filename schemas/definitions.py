@@ -114,7 +114,11 @@ class ActivityDef(_Strict):
             return self
         # A cron fire has no event: nothing to read a key from, and one fire per
         # nominal time leaves nothing to debounce, batch or skip by rate.
-        per_event = [c for c in ("debounce", "batch", "rate_limit") if getattr(self.flow, c)]
+        per_event = [
+            c
+            for c in ("debounce", "batch", "rate_limit", "ordered", "cancel_on")
+            if getattr(self.flow, c)
+        ]
         if per_event:
             raise ValueError(f"flow.{per_event[0]} needs an event trigger")
         if self.flow.keys():

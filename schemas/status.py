@@ -20,6 +20,10 @@ class RunStatus(StrEnum):
     RUNNING = "running"  # from log_run until finish_run (or its last task succeeded)
     SUCCEEDED = "succeeded"
     FAILED = "failed"  # a task failed, or planning did
+    HELD = "held"  # its activity is paused: no task starts until it is resumed (or skipped)
+    CANCELLED = "cancelled"  # by a cancel_on event (activity_runs.ended_by names it)
+    TIMED_OUT = "timed_out"  # past flow.timeouts.start or .finish (ended_by says which)
+    SKIPPED = "skipped"  # held, then skipped on resume (ingest activities resume --skip-held)
 
 
 class TaskStatus(StrEnum):
@@ -33,7 +37,16 @@ class TaskStatus(StrEnum):
 
 
 # What finish_run may write: a run's outcome.
-RUN_OUTCOMES: tuple[str, ...] = (RunStatus.SUCCEEDED.value, RunStatus.FAILED.value)
+RUN_OUTCOMES: tuple[str, ...] = tuple(
+    s.value
+    for s in (
+        RunStatus.SUCCEEDED,
+        RunStatus.FAILED,
+        RunStatus.CANCELLED,
+        RunStatus.TIMED_OUT,
+        RunStatus.SKIPPED,
+    )
+)
 # Task outcomes a run counts; the rest of its tasks are duplicates.
 TASK_OUTCOMES: tuple[str, ...] = tuple(
     s.value for s in (TaskStatus.SUCCEEDED, TaskStatus.FAILED, TaskStatus.SKIPPED)

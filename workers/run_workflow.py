@@ -94,6 +94,9 @@ class RunActivityWorkflow:
             raise ApplicationError(
                 f"planning failed: {reason}", type="PlanFailed", non_retryable=True
             ) from exc
+        # Waits before the first task (issue 39): the activity's hold (ingest activities
+        # pause), then the run's turn in its key's line (flow.ordered). Each is a call of
+        # its own module's, here, and nothing when the plan says the run needs none.
         try:
             return await self._run_tasks(inp, planned)
         # A step of the run's own refused for good (a PostgreSQL data error in a slot's

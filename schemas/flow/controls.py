@@ -3,6 +3,9 @@
 A trigger meets the stages in this order (docs/architecture.md, "Adding a flow
 control", lists the files each kind touches):
 
+0. ``order`` (router, :mod:`router.flow.order`): the run takes its place in its key's
+   line, in the order the router reads the partition, before anything else decides
+   about it; the worker (:mod:`workers.flow.order`) starts its tasks at its turn.
 1. ``window`` (router, :mod:`router.flow.windows`): the event goes into a debounce
    or batch window instead of starting a run; the window workflow
    (:mod:`workers.flow.window`) starts one run per closed window. A windowed
@@ -17,6 +20,8 @@ control", lists the files each kind touches):
    the start itself (Temporal's task priority).
 4. ``hold`` (worker, :mod:`workers.flow.slot`): a resource the run holds around its
    tasks (a concurrency slot per key, a PostgreSQL row).
+5. ``run`` (worker, :mod:`workers.lifecycle`): how long the run may wait and last
+   (timeouts); the run ends ``timed_out`` past them.
 
 Every control may declare a ``key`` (a dotted path into the event), read once when
 the router plans the message (:mod:`router.flow.keys`); the control then holds per
@@ -33,10 +38,12 @@ from schemas.flow.spec import FlowDef
 
 
 class Stage(StrEnum):
+    ORDER = "order"
     WINDOW = "window"
     GATE = "gate"
     START_OPTION = "start_option"
     HOLD = "hold"
+    RUN = "run"
 
 
 @dataclass(frozen=True)
@@ -52,13 +59,18 @@ class Control:
 
 # In the order a trigger meets them; within the gate, the order of flow_decide.
 CONTROLS: tuple[Control, ...] = (
+    Control("ordered", Stage.ORDER),
     Control("debounce", Stage.WINDOW),
     Control("batch", Stage.WINDOW),
     Control("singleton", Stage.GATE, skips=True, sql_prefix="p_sg_"),
     Control("rate_limit", Stage.GATE, skips=True, sql_prefix="p_rl_"),
     Control("throttle", Stage.GATE, sql_prefix="p_th_"),
+    # Records the run's match key with its decision; the cancelling event acts later.
+    Control("cancel_on", Stage.GATE, sql_prefix="p_cx_"),
     Control("priority", Stage.START_OPTION),
+    Control("fairness", Stage.START_OPTION),
     Control("concurrency", Stage.HOLD),
+    Control("timeouts", Stage.RUN),
 )
 BY_NAME = {c.name: c for c in CONTROLS}
 

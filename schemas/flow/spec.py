@@ -237,7 +237,67 @@ class SingletonDef(_Strict):
     key: KeyPath | None = None
 
 
+class OrderedDef(_Strict):
+    """Runs that share the key's value run one at a time, in the order of their events.
+
+    The order is the order of the records on the events topic: the router gives each
+    run its place in the key's line as it reads the partition (``router/flow/order.py``),
+    and the worker starts a run's tasks only when every run before it in the line is
+    done. A run that fails holds the runs after it until an operator releases it
+    (``ingest flow release``). Without ``key`` the whole activity is one line.
+    """
+
+    key: KeyPath | None = None
+
+
+class FairnessDef(_Strict):
+    """Temporal task-queue fairness: runs (and their tasks) are dispatched fairly across
+    the values of ``key`` (a tenant, say), weighted by ``weight`` (fixed) or by the
+    number the event holds at ``weight_key``; default weight 1."""
+
+    key: KeyPath
+    weight: float | None = Field(None, gt=0, le=1000)
+    weight_key: KeyPath | None = None
+
+    @model_validator(mode="after")
+    def _one_weight(self) -> FairnessDef:
+        if self.weight is not None and self.weight_key is not None:
+            raise ValueError("fairness takes weight (fixed) or weight_key (the event), not both")
+        return self
+
+
+EventType = Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[^\x00-\x1f\x7f]+$")]
+
+
+class CancelRule(_Strict):
+    """An event of ``event_type`` cancels this activity's unfinished runs whose event
+    matches it: ``match`` maps a path in the cancelling event to a path in the run's
+    event (``{data.order_id: data.order_id}``); every pair must be equal."""
+
+    event_type: EventType
+    match: dict[KeyPath, KeyPath] = Field(min_length=1, max_length=5)
+
+
+class TimeoutsDef(_Strict):
+    """``start``: a run whose first task has not started this long after the run was
+    created (waiting in a flow queue, a throttle delay, its turn) ends ``timed_out``;
+    ``finish``: a run not finished this long after it was created ends ``timed_out``.
+    Time held by an operator (``ingest activities pause``) restarts the start clock."""
+
+    start: Period | None = None
+    finish: Period | None = None
+
+    @model_validator(mode="after")
+    def _some(self) -> TimeoutsDef:
+        if self.start is None and self.finish is None:
+            raise ValueError("timeouts needs start, finish or both")
+        if self.start is not None and self.finish is not None and self.finish <= self.start:
+            raise ValueError("timeouts.finish must be longer than timeouts.start")
+        return self
+
+
 class FlowDef(_Strict):
+    ordered: OrderedDef | None = None
     concurrency: ConcurrencyDef | None = None
     throttle: ThrottleDef | None = None
     rate_limit: RateLimitDef | None = None
@@ -245,9 +305,21 @@ class FlowDef(_Strict):
     batch: BatchDef | None = None
     priority: PriorityDef | None = None
     singleton: SingletonDef | None = None
+    cancel_on: list[CancelRule] | None = Field(None, min_length=1, max_length=10)
+    fairness: FairnessDef | None = None
+    timeouts: TimeoutsDef | None = None
 
     @model_validator(mode="after")
     def _compatible(self) -> FlowDef:
+        if self.ordered is not None:
+            window = next((c for c in ("debounce", "batch") if getattr(self, c)), None)
+            if window is not None:
+                raise ValueError(f"ordered and {window} cannot be combined: a window's run has no"
+                                 " single event to take its place in line")  # fmt: skip
+            skips = next((c for c in ("rate_limit", "singleton") if getattr(self, c)), None)
+            if skips is not None:
+                raise ValueError(f"ordered and {skips} cannot be combined: ordered runs every"
+                                 f" event of a key, {skips} skips some")  # fmt: skip
         if self.debounce is not None and self.batch is not None:
             raise ValueError("debounce and batch cannot be combined: each decides the run's events")
         if self.priority is not None and self.concurrency is None and self.throttle is None:
