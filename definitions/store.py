@@ -109,3 +109,10 @@ async def get(pool: asyncpg.Pool, activity_id: str) -> ActivityDef | None:
         f"SELECT {_COLUMNS} FROM activities WHERE id = $1", uuid.UUID(activity_id)
     )
     return to_def(row) if row is not None else None
+
+
+async def paused_ids(pool: asyncpg.Pool) -> set[str]:
+    """The ids of the activities paused now (``ingest activities pause``,
+    :mod:`definitions.pause`)."""
+    rows = await pool.fetch("SELECT id::text FROM activities WHERE paused_at IS NOT NULL")
+    return {r[0] for r in rows}

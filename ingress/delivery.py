@@ -115,6 +115,12 @@ async def _send_round(
     A closed batch leaves at once (no linger) and is acknowledged as one future:
     no per-record ``send`` coroutine, future or metadata. Keyless records (rare:
     DLQ copies of keyless raw messages) and large ones go as singles.
+
+    Order per partition: a keyed record that goes alone is queued in its place among its
+    partition's batches (the batch before it is closed, the next one opened after it),
+    and the producer sends a partition's batches in the order they were queued (one
+    request in flight per partition, idempotent): one key's records reach Kafka in
+    their raw order (flow.ordered relies on it).
     """
     groups: list[tuple[str, int, Any, list[Outgoing]]] = []
     open_: dict[tuple[str, int], tuple[Any, list[Outgoing]]] = {}
@@ -122,20 +128,21 @@ async def _send_round(
     singles = list(singles)
     for rec in records:
         key, value = rec.key, rec.value
-        if (
-            key is None
-            or len(value or b"") > largest
-            or record_bytes(rec) - len(value or b"") > BATCH_RECORD_MAX
-        ):
-            # Large records go alone: a batch the broker refuses for its size costs the
-            # idempotent producer its sequence numbers, while send() checks a single
-            # record's size against max_request_size before it is numbered.
+        if key is None:
             singles.append(rec)
             continue
         n = counts.get(rec.topic)
         if n is None:
             n = await _count(producer, rec.topic, counts)
         tp = (rec.topic, key_partition(key, n))
+        if len(value or b"") > largest or record_bytes(rec) - len(value or b"") > BATCH_RECORD_MAX:
+            # Large records go alone: a batch the broker refuses for its size costs the
+            # idempotent producer its sequence numbers, while send() checks a single
+            # record's size against max_request_size before it is numbered. In its place
+            # among its partition's records: the open batch ends before it.
+            open_.pop(tp, None)
+            groups.append((*tp, None, [rec]))
+            continue
         cur = open_.get(tp)
         if cur is None:
             cur = open_[tp] = (producer.create_batch(), [])
@@ -145,21 +152,27 @@ async def _send_round(
             groups.append((*tp, *cur))
             cur[0].append(timestamp=None, key=key, value=value, headers=rec.headers)
         cur[1].append(rec)
-    futures: list[tuple[list[Outgoing], asyncio.Future[object] | BaseException]] = []
+    futures: list[tuple[list[Outgoing], asyncio.Future[object] | BaseException, bool]] = []
     blocked: BaseException | None = None
     for topic, partition, builder, recs in groups:
         if blocked is not None:
-            futures.append((recs, blocked))
+            futures.append((recs, blocked, builder is not None))
             continue
-        builder.close()
         try:
-            futures.append((recs, await producer.send_batch(builder, topic, partition=partition)))
+            if builder is None:  # a large keyed record, alone in its place
+                (one,) = recs
+                fut = await producer.send(topic, value=one.value, key=one.key,
+                                          headers=one.headers, partition=partition)  # fmt: skip
+            else:
+                builder.close()
+                fut = await producer.send_batch(builder, topic, partition=partition)
+            futures.append((recs, fut, builder is not None))
         except Exception as exc:
-            futures.append((recs, exc))
+            futures.append((recs, exc, builder is not None))
             if is_retriable(exc):
                 blocked = exc
     out = await _send_singles(producer, singles) if singles else []
-    out.extend([(recs, await _outcome(fut), True) for recs, fut in futures])
+    out.extend([(recs, await _outcome(fut), batched) for recs, fut, batched in futures])
     return out
 
 

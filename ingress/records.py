@@ -98,9 +98,11 @@ def transform(
 ) -> Outgoing:
     """Parse and stamp ``msg``; never raises (bad input becomes a DLQ record).
 
-    The event is keyed by its ``event_id``: every redelivery of one event lands on
-    the same events partition, so the router sees duplicates in order, one after
-    the other, on one consumer.
+    The event keeps its raw record's key (:func:`event_key`): one entity's events,
+    keyed by the entity, stay in one events partition in their raw order (flow.ordered
+    runs them in that order). A record without a key is keyed by its ``event_id``.
+    Either way every redelivery of one raw record has the same key, so it lands on the
+    same events partition and the router sees duplicates in order, on one consumer.
     """
     return transform_all(
         (msg,), strategy=strategy, events_topic=events_topic, dlq_topic=dlq_topic,
@@ -166,7 +168,8 @@ def transform_all(
             headers.append((H_STAMP, label_bytes))
             headers.append((H_SOURCE, coordinates))
             # Outgoing(...) without its Python-level __new__ (no argument parsing per event).
-            append(_new_tuple(Outgoing, (msg, events_topic, event_id.encode(), value, headers,
+            key = msg.key if msg.key is not None else event_id.encode()
+            append(_new_tuple(Outgoing, (msg, events_topic, key, value, headers,
                                          None, label)))  # fmt: skip
         except (EnvelopeError, StampError) as exc:
             append(to_dlq(msg, dlq_topic, exc.reason, exc.detail))
@@ -197,7 +200,15 @@ def _full(msg: ConsumerRecord, strategy: Strategy, events_topic: str, max_bytes:
     )
     headers.append((H_STAMP, _label_bytes(label)))
     headers.append((H_SOURCE, f"{msg.topic}/{msg.partition}/{msg.offset}".encode()))
-    return Outgoing(msg, events_topic, env.event_id.encode(), value, headers, None, label)
+    return Outgoing(msg, events_topic, event_key(msg, env.event_id), value, headers, None, label)
+
+
+def event_key(msg: ConsumerRecord, event_id: str) -> bytes:
+    """The key of the stamped event of raw record ``msg``: the raw record's own key, else
+    its ``event_id``. Keeping the producer's key keeps a raw partition's order per key
+    on the events topic (docs/flow-control.md, "Ordered"): with the event id as key, one
+    entity's events would spread over the events partitions and lose their order."""
+    return msg.key if msg.key is not None else event_id.encode()
 
 
 def restamper(

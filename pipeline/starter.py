@@ -31,6 +31,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from pipeline import metrics, tracing
 from pipeline.retry import BACKOFF_INITIAL, BACKOFF_MAX, backoff
 from schemas.errors import IngestError
+from schemas.flow.fairness import Fairness
 from schemas.workflow_io import RUN_ACTIVITY_WORKFLOW, RunActivityInput
 
 log = logging.getLogger(__name__)
@@ -89,6 +90,18 @@ class ShutdownRequested(IngestError):
     """Stopped retrying because the process is shutting down; the offset stays uncommitted."""
 
 
+def start_priority(priority: int | None, fairness: Fairness | None) -> Priority:
+    """The start's ``Priority``: the task priority (1..5) and the fairness key and weight;
+    ``Priority.default`` (nothing set) when neither is given."""
+    if priority is None and fairness is None:
+        return Priority.default
+    return Priority(
+        priority_key=priority,
+        fairness_key=fairness.key if fairness is not None else None,
+        fairness_weight=fairness.weight if fairness is not None else None,
+    )
+
+
 @dataclass
 class Starter:
     client: Client
@@ -106,6 +119,7 @@ class Starter:
         *,
         start_delay: timedelta | None = None,
         priority: int | None = None,
+        fairness: Fairness | None = None,
     ) -> str:
         """``start_delay``: a durable delayed start (the id is reserved at once).
 
@@ -113,9 +127,14 @@ class Starter:
         server's default, 3), e.g. from ``schemas.flow.concurrency.priority_of``. It orders
         the run's workflow tasks while they queue in matching (docs/flow-control.md says
         which servers honour it); the order of runs waiting for a concurrency slot is the
-        wait queue's, recorded in the run itself."""
+        wait queue's, recorded in the run itself.
+
+        ``fairness``: Temporal's fairness key and weight (flow.fairness), in the same
+        ``Priority``; the run's task children and activities inherit it from the run
+        (docs/flow-control.md). Without priority and fairness the start sends what it
+        always sent, ``Priority.default``."""
         delays = backoff(self.backoff_initial, self.backoff_max)
-        prio = Priority.default if priority is None else Priority(priority_key=priority)
+        prio = start_priority(priority, fairness)
         while True:
             try:
                 await self.client.start_workflow(

@@ -15,7 +15,7 @@ import asyncpg
 import orjson
 from pydantic import ValidationError
 
-from schemas.flow.spec import NO_TASKS, FlowDef, RunShape, run_shape
+from schemas.flow.spec import NO_TASKS, CancelRule, FlowDef, RunShape, run_shape
 
 log = logging.getLogger(__name__)
 
@@ -27,6 +27,8 @@ class ActivityCatalog:
         self._by_type: dict[str, tuple[str, ...]] = {}
         self._flows: dict[str, FlowDef] = {}
         self._shapes: dict[str, RunShape] = {}
+        # flow.cancel_on: event type -> the activities whose rules name it.
+        self._cancelled_by: dict[str, tuple[str, ...]] = {}
         self.loaded_at: float | None = None
         self._task: asyncio.Task[None] | None = None
 
@@ -46,7 +48,12 @@ class ActivityCatalog:
                 # Validated by ``activities apply``; a row that no longer parses fails
                 # the refresh (the last good snapshot stays), never runs unpaced.
                 flows[r["id"]] = FlowDef.model_validate(orjson.loads(r["flow"]))
+        cancelled_by: dict[str, list[str]] = {}
+        for activity_id, flow in flows.items():
+            for etype in dict.fromkeys(r.event_type for r in flow.cancel_on or ()):
+                cancelled_by.setdefault(etype, []).append(activity_id)
         self._by_type = {k: tuple(v) for k, v in by_type.items()}
+        self._cancelled_by = {k: tuple(v) for k, v in cancelled_by.items()}
         self._flows = flows
         self._shapes = shapes
         self.loaded_at = time.monotonic()
@@ -57,6 +64,12 @@ class ActivityCatalog:
     def flow(self, activity_id: str) -> FlowDef | None:
         """The activity's flow block, or None when its runs are not paced."""
         return self._flows.get(activity_id)
+
+    def cancel_rules(self, event_type: str) -> list[tuple[str, list[CancelRule]]]:
+        """(activity, its cancel_on rules) of every activity an event of ``event_type``
+        cancels runs of (a cancelling event, router/flow/cancel.py)."""
+        ids = self._cancelled_by.get(event_type, ())
+        return [(a, list(self._flows[a].cancel_on or ())) for a in ids]
 
     def shape(self, activity_id: str) -> RunShape:
         """How many tasks a run of the activity plans, and their own bytes."""

@@ -26,8 +26,10 @@ from pipeline.retry import backoff
 from pipeline.settings import Settings
 from pipeline.starter import DUPLICATE, ShutdownRequested, Starter, StartRejected
 from router.catalog import ActivityCatalog
+from router.flow.cancel import Cancels, CancelTarget, targets
 from router.flow.gate import START, FlowGate
 from router.flow.keys import FlowKeys, read_keys
+from router.flow.order import OrderLines, PlaceRequest, line_key
 from router.flow.store import FlowStore
 from router.flow.windows import ASSIGNED, Windows, window_control
 from router.ledger import Ledger, LedgerEntry
@@ -60,6 +62,7 @@ class Stats:
     would_start: int = 0
     skipped: int = 0  # by the activity's flow (rate_limit, singleton): never started
     windowed: int = 0  # events put into a debounce window or a batch (router/flow/windows.py)
+    cancelled: int = 0  # runs a cancel_on event asked Temporal to cancel (router/flow/cancel.py)
     dlq: int = 0
     unmatched: int = 0
 
@@ -77,6 +80,9 @@ class Plan:
     flows: dict[str, FlowKeys] = field(default_factory=dict)
     # Subscribers whose run could not carry the event (R_RUN_TOO_LARGE), and why.
     too_large: list[str] = field(default_factory=list)
+    # flow.cancel_on: the (activity, match key) whose unfinished runs this event cancels.
+    cancels: list[CancelTarget] = field(default_factory=list)
+    event_id: str | None = None  # the cancelling event's (set with ``cancels``)
 
 
 class RoutePlanner:
@@ -125,9 +131,16 @@ class RoutePlanner:
                     flows[run.workflow_id] = read_keys(flow, event)
                 except envelope.EnvelopeError as exc:  # FlowKeyMissing: the whole message
                     return Plan(msg, dlq_reason=exc.reason, dlq_detail=exc.detail)
-        if not runs and not too_large:
+        try:
+            cancels = targets(self.catalog.cancel_rules(env.type), env.type, event)
+        except envelope.EnvelopeError as exc:  # FlowKeyMissing: the whole message
+            return Plan(msg, dlq_reason=exc.reason, dlq_detail=exc.detail)
+        if not runs and not too_large and not cancels:
             EVENTS_UNMATCHED.inc()  # no label from event data (convention 14)
-        return Plan(msg, runs=runs, flows=flows, too_large=too_large)
+        return Plan(
+            msg, runs=runs, flows=flows, too_large=too_large, cancels=cancels,
+            event_id=env.event_id if cancels else None,
+        )  # fmt: skip
 
 
 @dataclass(kw_only=True)
@@ -148,6 +161,10 @@ class Routing:
     gate: FlowGate | None = None
     # Debounce and batch: events of those activities go into windows, not starts.
     windows: Windows | None = None
+    # flow.ordered: each run's place in its key's line, given in submit (batch order).
+    order: OrderLines | None = None
+    # flow.cancel_on: cancelling events cancel the runs they match (before their offset).
+    cancels: Cancels | None = None
     # Tracing (pipeline/tracing.py): the consumer group on each message's span, and
     # what every span links to (a replay's session span).
     group: str | None = None
@@ -164,6 +181,9 @@ class Routing:
         plans = [self.planner.plan(m) for m in batch]
         self.stats.read += len(batch)
         seen = await self._seen(plans) if self.ledger is not None else set()
+        if self.order is not None and not self.dry_run:
+            # Here, not in the per-message tasks: those decide concurrently.
+            await self._place(plans, seen)
         return [asyncio.create_task(self._handle(p, seen)) for p in plans]
 
     async def _seen(self, plans: list[Plan]) -> set[str]:
@@ -196,6 +216,57 @@ class Routing:
                 plan.dlq_reason, plan.dlq_detail = R_ROUTE_FAILED, f"ledger lookup: {_what(exc)}"
         return seen
 
+    async def _place(self, plans: list[Plan], seen: set[str]) -> None:
+        """flow.ordered: the places of the batch's new ordered runs, in batch order, in one
+        call (router/flow/order.py). Failing for good, each message is placed alone, in
+        order: the one that fails is dead-lettered ``route_failed`` (it holds no place)."""
+        order = self.order
+        assert order is not None
+
+        def requests(plan: Plan) -> list[PlaceRequest]:
+            out = []
+            for run in plan.runs:
+                key = line_key(plan.flows.get(run.workflow_id))
+                if key is not None and run.workflow_id not in seen:
+                    m = plan.msg
+                    out.append(PlaceRequest(run, key, m.topic, m.partition, m.offset))
+            return out
+
+        todo = [(p, requests(p)) for p in plans if p.dlq_reason is None]
+        todo = [(p, r) for p, r in todo if r]
+        every = [r for _, rs in todo for r in rs]
+        if not every:
+            return
+        try:
+            await self._retry("flow order", lambda: order.assign(every))
+            return
+        except ShutdownRequested:
+            raise
+        except Exception as exc:
+            log.warning("placing %d ordered runs failed for good (%r): one by one", len(every), exc)
+        for plan, own in todo:
+            try:
+                await self._retry("flow order", lambda own=own: order.assign(own))  # type: ignore[misc]
+            except ShutdownRequested:
+                raise
+            except Exception as exc:
+                plan.runs, plan.flows = [], {}
+                plan.dlq_reason, plan.dlq_detail = R_ROUTE_FAILED, f"flow order: {_what(exc)}"
+
+    async def _unplace(self, run: RunActivityInput, flows: dict[str, FlowKeys]) -> None:
+        """flow.ordered: a run that will not start closes its place (``dropped``), so it
+        never holds its line; best effort past retries (a release frees a stuck line)."""
+        order = self.order
+        if order is None or self.dry_run or line_key(flows.get(run.workflow_id)) is None:
+            return
+        try:
+            await self._retry("flow order drop", lambda: order.drop([run.workflow_id]))
+        except ShutdownRequested:
+            raise
+        except Exception:
+            log.exception("could not drop the place of %s: its line waits for a release",
+                          run.workflow_id)  # fmt: skip
+
     def _span(self, plan: Plan) -> AbstractContextManager[Any]:
         """The message's span (tracing on): a child of the context its record carries."""
         if not tracing.ENABLED:
@@ -221,6 +292,10 @@ class Routing:
             if plan.dlq_reason is not None:
                 await self._dead_letter(msg, plan.dlq_reason, plan.dlq_detail)
             else:
+                if plan.cancels and not self.dry_run:
+                    # Before this message's own starts: a run it triggers is decided after it
+                    # and is never one it cancels.
+                    await self._cancel(plan)
                 todo = []
                 for run in plan.runs:
                     if run.workflow_id in seen:
@@ -243,7 +318,7 @@ class Routing:
                         plan.too_large = []  # one DLQ record per message; a re-drive redoes both
                 if plan.too_large:
                     await self._dead_letter(msg, R_RUN_TOO_LARGE, "; ".join(plan.too_large))
-                elif not plan.runs:
+                elif not plan.runs and not plan.cancels:
                     self.stats.unmatched += 1
         except (ShutdownRequested, asyncio.CancelledError):
             return  # not done: the offset stays uncommitted and is redelivered
@@ -306,6 +381,7 @@ class Routing:
                         run,
                         start_delay=decision.start_delay,
                         priority=fk.priority if fk is not None else None,
+                        fairness=fk.fairness if fk is not None else None,
                     )
                 except StartRejected as exc:
                     tracing.decide(span, "rejected", reason=exc.reason, detail=exc.detail)
@@ -339,8 +415,17 @@ class Routing:
         # A rejection is returned, an error raised: both are exceptions once gathered, so
         # the returned ones travel in a list (a rejection keeps its own DLQ reason).
         async def judged(run: RunActivityInput) -> list[StartRejected | envelope.EnvelopeError]:
-            rejected = await one(run)
-            return [] if rejected is None else [rejected]
+            try:
+                rejected = await one(run)
+            except (ShutdownRequested, asyncio.CancelledError):
+                raise
+            except Exception:
+                await self._unplace(run, flows)  # its message is dead-lettered
+                raise
+            if rejected is None:
+                return []
+            await self._unplace(run, flows)
+            return [rejected]
 
         results = await asyncio.gather(*(judged(r) for r in runs), return_exceptions=True)
         for r in results:
@@ -350,6 +435,21 @@ class Routing:
             if isinstance(r, BaseException):
                 raise r
         return next((r[0] for r in results if r), None)  # type: ignore[index]
+
+    async def _cancel(self, plan: Plan) -> None:
+        """Cancel what a cancelling event matches (router/flow/cancel.py); transient
+        errors are retried, so the offset completes only once every request was made."""
+        cancels = self.cancels
+        if cancels is None:
+            return
+        event_id = plan.event_id
+        assert event_id is not None
+        for target in plan.cancels:
+            n = await self._retry(
+                "flow cancel",
+                lambda t=target: cancels.act(event_id, t),  # type: ignore[misc]
+            )
+            self.stats.cancelled += n
 
     async def _dead_letter(self, msg: ConsumerRecord, reason: str, detail: str) -> None:
         redrive = msg.topic == self.dlq_topic  # replay --dlq: keep the first source
@@ -464,6 +564,8 @@ def build_routing(
         ),
         producer=producer,
         gate=FlowGate(FlowStore(pool), client),
+        order=OrderLines(pool),
+        cancels=Cancels(pool, client),
         dlq_topic=settings.kafka.dlq_topic,
         ledger=Ledger(pool) if rcfg.ledger else None,
         concurrency=rcfg.concurrency,

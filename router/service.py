@@ -248,6 +248,8 @@ class Router:
                     if self.routing.gate is not None:  # skip records live as long
                         n += await self.routing.gate.store.prune(self.rcfg.ledger_retention_days)
                     n += await windows.prune(self.pool, self.rcfg.ledger_retention_days)
+                    if self.routing.order is not None:  # closed places of flow.ordered lines
+                        n += await self.routing.order.prune(self.rcfg.ledger_retention_days)
                     if n:
                         log.info(
                             "pruned %d ledger rows older than %.0f days",

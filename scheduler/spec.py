@@ -32,6 +32,7 @@ FINGERPRINT_MEMO = "ingest_fingerprint"
 TASK_QUEUE_MEMO = "ingest_task_queue"
 DISABLED_NOTE = "paused by ingest: activity disabled"
 OPERATOR_NOTE = "paused by ingest schedules pause"
+PAUSED_NOTE = "paused by ingest: activity paused"  # ingest activities pause
 
 # How late Temporal may still take a missed action by itself (e.g. after a short
 # server outage): such a fire runs its own nominal time and is not a misfire.
@@ -66,7 +67,9 @@ def build_spec(trigger: CronTrigger) -> ScheduleSpec:
     )
 
 
-def build_schedule(activity: ActivityDef, task_queue: str, *, paused: bool) -> Schedule:
+def build_schedule(
+    activity: ActivityDef, task_queue: str, *, paused: bool, note: str = DISABLED_NOTE
+) -> Schedule:
     trigger = activity.trigger
     if not isinstance(trigger, CronTrigger):
         raise ValueError(f"activity {activity.id} is not cron-triggered")
@@ -82,5 +85,5 @@ def build_schedule(activity: ActivityDef, task_queue: str, *, paused: bool) -> S
         policy=SchedulePolicy(
             overlap=OVERLAP[trigger.misfire_policy], catchup_window=CATCHUP_WINDOW
         ),
-        state=ScheduleState(paused=paused, note=DISABLED_NOTE if paused else None),
+        state=ScheduleState(paused=paused, note=note if paused else None),
     )

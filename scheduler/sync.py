@@ -40,6 +40,7 @@ from scheduler.spec import (
     DISABLED_NOTE,
     FINGERPRINT_MEMO,
     OPERATOR_NOTE,
+    PAUSED_NOTE,
     TASK_QUEUE_MEMO,
     build_schedule,
     fingerprint,
@@ -84,21 +85,29 @@ def current_fingerprint(desc: ScheduleDescription) -> str | None:
     return str(payload)
 
 
-async def ensure(client: Client, act: ActivityDef, task_queue: str) -> list[Change]:
-    """Bring one activity's schedule in line; the changes made (empty when none)."""
+async def ensure(
+    client: Client, act: ActivityDef, task_queue: str, *, paused: bool = False
+) -> list[Change]:
+    """Bring one activity's schedule in line; the changes made (empty when none).
+
+    ``paused``: the activity is paused (``ingest activities pause``): its schedule is
+    paused with :data:`PAUSED_NOTE`, so the times missed meanwhile go to the misfire
+    policy at the first fire after the resume, as for any paused schedule."""
     assert isinstance(act.trigger, CronTrigger)
     sid = schedule_id(act.id)
     handle = client.get_schedule_handle(sid)
-    want_paused = not act.enabled
+    want_paused = not act.enabled or paused
+    note = DISABLED_NOTE if not act.enabled else PAUSED_NOTE
+    why = "activity disabled" if not act.enabled else "activity paused"
     desc = await _describe(handle)
     if desc is None:
         try:
             await client.create_schedule(
                 sid,
-                build_schedule(act, task_queue, paused=want_paused),
+                build_schedule(act, task_queue, paused=want_paused, note=note),
                 memo={TASK_QUEUE_MEMO: task_queue},
             )
-            return [Change("created", sid, "paused: disabled" if want_paused else "")]
+            return [Change("created", sid, f"paused: {why}" if want_paused else "")]
         except ScheduleAlreadyRunningError:  # created concurrently: reconcile it instead
             desc = await handle.describe()
     changes: list[Change] = []
@@ -113,22 +122,37 @@ async def ensure(client: Client, act: ActivityDef, task_queue: str) -> list[Chan
         await handle.update(updater)
         changes.append(Change("updated", sid, _trigger_summary(act.trigger)))
     state = desc.schedule.state
-    if want_paused and not state.paused:
-        await handle.pause(note=DISABLED_NOTE)
-        changes.append(Change("paused", sid, "activity disabled"))
-    elif not want_paused and state.paused and state.note == DISABLED_NOTE:
+    ours = state.paused and state.note in (DISABLED_NOTE, PAUSED_NOTE)
+    if want_paused and (not state.paused or (ours and state.note != note)):
+        await handle.pause(note=note)
+        changes.append(Change("paused", sid, why))
+    elif not want_paused and ours:
         await handle.unpause(note=RESUMED_NOTE)
-        changes.append(Change("resumed", sid, "activity enabled"))
+        was = "activity enabled" if state.note == DISABLED_NOTE else "activity resumed"
+        changes.append(Change("resumed", sid, was))
     return changes
+
+
+async def ensure_one(
+    client: Client, pool: asyncpg.Pool, activity_id: str, task_queue: str
+) -> list[Change]:
+    """:func:`ensure` for one activity as the database has it now (its pause included);
+    nothing for an activity that is not cron (or is gone)."""
+    act = await activity_store.get(pool, activity_id)
+    if act is None or not isinstance(act.trigger, CronTrigger):
+        return []
+    paused = activity_id in await activity_store.paused_ids(pool)
+    return await ensure(client, act, task_queue, paused=paused)
 
 
 async def reconcile(client: Client, pool: asyncpg.Pool, task_queue: str) -> list[Change]:
     """Every change needed so that schedules match the cron activities in ``pool``."""
     activities = await activity_store.cron_activities(pool)
+    paused = await activity_store.paused_ids(pool)
     wanted = {schedule_id(a.id) for a in activities}
     changes: list[Change] = []
     for act in activities:
-        changes += await ensure(client, act, task_queue)
+        changes += await ensure(client, act, task_queue, paused=str(act.id) in paused)
     async for listed in await client.list_schedules():
         if not listed.id.startswith(SCHEDULE_PREFIX) or listed.id in wanted:
             continue

@@ -34,6 +34,7 @@ class TaskStatus(StrEnum):
     FAILED = "failed"
     SKIPPED = "skipped"  # by an operator, or behind an approval that was not given
     DUPLICATE = "duplicate"  # another task holds its idempotency key
+    CANCELLED = "cancelled"  # stopped by its run's cancellation (flow.cancel_on, flow.timeouts)
 
 
 # What finish_run may write: a run's outcome.
@@ -49,7 +50,8 @@ RUN_OUTCOMES: tuple[str, ...] = tuple(
 )
 # Task outcomes a run counts; the rest of its tasks are duplicates.
 TASK_OUTCOMES: tuple[str, ...] = tuple(
-    s.value for s in (TaskStatus.SUCCEEDED, TaskStatus.FAILED, TaskStatus.SKIPPED)
+    s.value
+    for s in (TaskStatus.SUCCEEDED, TaskStatus.FAILED, TaskStatus.SKIPPED, TaskStatus.CANCELLED)
 )
 # What a workflow may ask set_task_state for: a duplicate is decided by the claim.
 TASK_TRANSITIONS: tuple[str, ...] = tuple(s.value for s in TaskStatus if s != TaskStatus.DUPLICATE)

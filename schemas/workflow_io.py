@@ -19,6 +19,9 @@ TRIGGER_CRON = "cron"
 # The Temporal type name of the run workflow: the worker registers it under this
 # name and every starter (router, replay, cron dispatcher) starts it by it.
 RUN_ACTIVITY_WORKFLOW = "RunActivityWorkflow"
+# The signal that wakes a run held while its activity is paused (workers/hold.py):
+# ``ingest activities resume`` sends it, after clearing the pause; it carries nothing.
+ACTIVITY_RESUMED_SIGNAL = "activity_resumed"
 
 WINDOW_DEBOUNCE = "debounce"
 WINDOW_BATCH = "batch"
@@ -148,6 +151,9 @@ class FinishRunInput:
     # Set when the run holds a flow slot: the finish step also releases it and answers
     # which waiting runs to wake (one step for both; absent from older histories).
     release: FlowReleaseInput | None = None
+    # Set when the run has a place in a flow.ordered line: a run that ends succeeded,
+    # cancelled, timed out or skipped closes it, and the answer names the next run.
+    in_line: bool = False
 
 
 @dataclass(frozen=True)
@@ -208,6 +214,25 @@ class FlowReleaseInput:
 
 
 @dataclass(frozen=True)
+class RunTimeouts:
+    """``flow.timeouts`` of a run, in seconds (workers/lifecycle.py)."""
+
+    start: float | None = None
+    finish: float | None = None
+
+
+@dataclass(frozen=True)
+class OrderPlace:
+    """A run's place in its flow.ordered line (router/flow/order.py), as ``start_run``
+    found it: ``turn`` when no place before it in the line was open then."""
+
+    activity_id: str
+    key: str  # the line's key value ('' : the activity is one line)
+    seq: int
+    turn: bool
+
+
+@dataclass(frozen=True)
 class PlanTasksResult:
     tasks: list[TaskSpec]
     # Set when the activity has flow.concurrency: the run holds a slot around its tasks.
@@ -216,6 +241,15 @@ class PlanTasksResult:
     # The slot itself when start_run's first admission round granted it (the limit not
     # reached): the run holds it with no flow_acquire step. None: it asks flow_acquire.
     flow_grant: PermitGrant | None = None
+    # flow.ordered: the run's place in its key's line (workers/flow/order.py). None (and
+    # in older histories): not in a line, the run starts its tasks at once.
+    flow_order: OrderPlace | None = None
+    # Its activity was paused when start_run recorded the run: the row says 'held', no
+    # slot round was made, and the run waits in workers/hold.py before its first task.
+    held: bool = False
+    # flow.timeouts as start_run read them (workers/lifecycle.py): a replay keeps them
+    # whatever the definition says later. None (and in older histories): no timeout.
+    timeouts: RunTimeouts | None = None
 
 
 @dataclass(frozen=True)
@@ -432,3 +466,41 @@ class RecordFixInput:
     task_type: str
     entry: FixEntry
     payload: dict[str, Any] | None = None  # a fix: the patched payload the retry runs with
+
+
+@dataclass(frozen=True)
+class HoldCheckInput:
+    """A held run asks whether its activity is still paused (``hold_check``)."""
+
+    run_id: str
+    activity_id: str
+    workflow_id: str
+    round_no: int
+    # The run's concurrency slot (flow.concurrency), if any: on resume the same step
+    # makes the slot's first admission round, as start_run does for a run not held.
+    flow_slot: FlowSlot | None = None
+
+
+@dataclass(frozen=True)
+class HoldCheckResult:
+    state: str  # 'held' (still paused) | 'resumed' (row now running) | 'skipped'
+    flow_grant: PermitGrant | None = None  # resumed and granted its slot at once
+
+
+@dataclass(frozen=True)
+class EndRunInput:
+    """A run that ends without running to its end (workers/lifecycle.py): cancelled by
+    Temporal (a cancel_on event), or past a timeout. ``run`` writes the row first if
+    the run never did (cancelled before its first step)."""
+
+    run: RunActivityInput
+    status: str  # 'cancelled' | 'timed_out'
+    # 'timeout:start' | 'timeout:finish' | 'cancel_on:<event_id>' (the cancel request's
+    # reason); None: the request recorded by the router (flow_cancel_requests), if any.
+    ended_by: str | None = None
+
+
+@dataclass(frozen=True)
+class EndRunResult:
+    status: str  # the row's status now: a run that had finished keeps its outcome
+    ended_by: str | None

@@ -29,10 +29,12 @@ from schemas.flow.concurrency import flow_slot_for
 from schemas.flow.io import FlowAcquireInput, FlowWake
 from schemas.flow.spec import FlowDef, FlowKeyMissing
 from schemas.ids import run_id_for
-from schemas.status import RUN_OUTCOMES, TASK_OUTCOMES, TASK_TRANSITIONS, TaskStatus
+from schemas.status import RUN_OUTCOMES, TASK_OUTCOMES, TASK_TRANSITIONS, RunStatus, TaskStatus
 from schemas.workflow_io import (
     TRIGGER_CRON,
     TRIGGER_EVENT,
+    EndRunInput,
+    EndRunResult,
     FinishRunInput,
     LocalTaskResult,
     LogRunInput,
@@ -41,16 +43,27 @@ from schemas.workflow_io import (
     PlanTasksResult,
     RunActivityInput,
     RunHandlerInput,
+    RunTimeouts,
     TaskSpec,
     TaskStateInput,
     TaskStateResult,
 )
 from workers import store
 from workers.fix_audit import FIX_ACTIONS
+from workers.flow.metrics import FLOW_RUNS_ENDED, ended_cause
+from workers.flow.order_store import close as order_close
+from workers.flow.order_store import turn as order_turn
 from workers.flow.slot_activities import DEFAULT_LEASE_SECONDS, admission_round, granted
 from workers.flow.slot_activities import release as flow_release
 from workers.handlers import PermanentTaskError, Registry, Resources, TaskContext
-from workers.metrics import RUN_EXISTING, RUN_INSERTED, RUNS_LOGGED, TASK_FIXES, TASK_INSTANCES
+from workers.metrics import (
+    RUN_EXISTING,
+    RUN_INSERTED,
+    RUNS_HELD,
+    RUNS_LOGGED,
+    TASK_FIXES,
+    TASK_INSTANCES,
+)
 from workers.permits.fencing import permit_for
 from workers.planning import PlanError, plan
 
@@ -174,7 +187,8 @@ class RunActivities:
     def all(self) -> list[Callable[..., Any]]:
         """Every activity, for ``Worker(activities=...)``."""
         return [self.log_run, self.plan_tasks, self.start_run, self.set_task_state,
-                self.run_handler, self.run_local_task, self.finish_run]  # fmt: skip
+                self.run_handler, self.run_local_task, self.finish_run,
+                self.end_run]  # fmt: skip
 
     @activity.defn(name="log_run")
     async def log_run(self, inp: LogRunInput) -> LogRunResult:
@@ -207,17 +221,37 @@ class RunActivities:
         (``flow_slot_acquire``, idempotent per holder: a retried step gets the same
         grant): when the limit is not reached the run holds its slot with no step of
         its own. A run refused here is queued, and asks ``flow_acquire`` in rounds.
+
+        With ``flow.ordered`` the step also reads the run's place in its key's line (one
+        statement): at its turn the run goes on with no step of its own; else it waits
+        (workers/flow/order.py), and its slot round, if any, is made only at its turn.
         """
         _check_run(inp.run)
-        inserted, raw, flow = await store.insert_run_and_tasks(self._pool, inp.run, _trace_id())
+        inserted, raw, flow, held = await store.insert_run_and_tasks(
+            self._pool, inp.run, _trace_id()
+        )
         RUNS_LOGGED.labels(result=RUN_INSERTED if inserted else RUN_EXISTING).inc()
         planned = _plan(inp.run, raw, self._short)
         try:
-            slot = flow_slot_for(inp.run.activity_id, _flow_def(flow), inp.run.event)
+            flow_def = _flow_def(flow)
+            slot = flow_slot_for(inp.run.activity_id, flow_def, inp.run.event)
         except (FlowKeyMissing, ValidationError) as exc:
             _permanent(f"activity {inp.run.activity_id} flow: {exc}", "PlanError")
+        if flow_def is not None and flow_def.timeouts is not None:  # workers/lifecycle.py
+            t = flow_def.timeouts
+            planned = replace(planned, timeouts=RunTimeouts(t.start, t.finish))
+        if flow_def is not None and flow_def.ordered is not None:  # workers/flow/order.py
+            place = await order_turn(self._pool, inp.run.workflow_id)
+            if place is not None:
+                planned = replace(planned, flow_order=place.place)
+        if held:  # its activity is paused: no slot round until it is resumed (workers/hold.py)
+            if inserted:
+                RUNS_HELD.labels(activity=inp.run.activity_id).inc()
+            return replace(planned, flow_slot=slot, held=True)
         if slot is None:
             return planned
+        if planned.flow_order is not None and not planned.flow_order.turn:
+            return replace(planned, flow_slot=slot)  # its slot round comes at its turn
         first = FlowAcquireInput(slot, inp.run.workflow_id, activity.info().workflow_run_id or "")
         got = await admission_round(self._pool, first, self._flow_lease)
         return replace(planned, flow_slot=slot, flow_grant=granted(first, got))
@@ -245,6 +279,9 @@ class RunActivities:
                 found = await store.fail_unclaimed(
                     self._pool, inp.task_id, inp.run_id, inp.spec, inp.error
                 )
+            if found is None and inp.status == TaskStatus.CANCELLED:
+                # Cancelled before its claim wrote a row: nothing ran, nothing to mark.
+                return TaskStateResult(claimed=False, status=TaskStatus.CANCELLED)
             if found is None:
                 _permanent(f"task {inp.task_id} has no row: set it pending first")
             row = found
@@ -402,4 +439,23 @@ class RunActivities:
             _permanent(f"run status must be one of {RUN_OUTCOMES}, got {inp.status!r}")
         if not await store.finish_run(self._pool, inp.run_id, inp.status):
             _permanent(f"no activity_runs row for run {inp.run_id}", "UnknownRun")
-        return None if inp.release is None else await flow_release(self._pool, inp.release)
+        woken = None if inp.release is None else await flow_release(self._pool, inp.release)
+        if inp.in_line:  # flow.ordered: close its place, wake the next run of its line
+            nxt = await order_close(self._pool, inp.run_id, inp.status)
+            if nxt is not None:
+                woken = FlowWake([*(woken.workflow_ids if woken else []), nxt])
+        return woken
+
+    @activity.defn(name="end_run")
+    async def end_run(self, inp: EndRunInput) -> EndRunResult:
+        """A run cancelled or timed out (workers/lifecycle.py): its row finished with
+        ``ended_by``, written first if the run was cancelled before its first step."""
+        if inp.status not in (RunStatus.CANCELLED, RunStatus.TIMED_OUT):
+            _permanent(f"end_run status must be cancelled or timed_out, got {inp.status!r}")
+        status, ended_by, changed = await store.end_run(
+            self._pool, inp.run, inp.status, inp.ended_by
+        )
+        if changed:
+            cause = ended_cause(ended_by)
+            FLOW_RUNS_ENDED.labels(activity=inp.run.activity_id, cause=cause).inc()
+        return EndRunResult(status, ended_by)

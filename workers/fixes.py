@@ -39,7 +39,7 @@ from typing import Any
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from temporalio.exceptions import ActivityError, ApplicationError
+    from temporalio.exceptions import ActivityError, ApplicationError, is_cancelled_exception
 
     from schemas import search_attributes as sa
     from schemas.status import TaskStatus
@@ -106,7 +106,10 @@ class PausableTask:
                 await execute(current)
                 break
             except ActivityError as exc:
+                # A cancelled handler (its run cancelled or timed out) is no failure to fix.
                 if inp.spec.on_failure != PAUSE or isinstance(exc.cause, asyncio.CancelledError):
+                    raise
+                if is_cancelled_exception(exc) and workflow.cancellation_reason() is not None:
                     raise
                 decision = await self._pause(inp, describe(exc))
             if decision.action == "skip":

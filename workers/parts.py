@@ -80,6 +80,7 @@ def core_part(deps: PartDeps) -> WorkerPart:
     """RunActivityWorkflow, its TaskInstanceWorkflow children and their activities."""
     from workers.activities import RunActivities, start_metrics_at_zero
     from workers.fix_audit import FixActivities
+    from workers.hold_activities import HoldActivities, HoldGauges
     from workers.run_workflow import RunActivityWorkflow
     from workers.task_workflow import TaskInstanceWorkflow
 
@@ -88,9 +89,12 @@ def core_part(deps: PartDeps) -> WorkerPart:
         deps.pool, deps.registry, deps.resources, deps.worker_settings.flow_slot_lease_seconds
     )
     fixes = FixActivities(deps.pool)  # TaskInstanceWorkflow's pause-and-fix audit
+    # A run held while its activity is paused (workers/hold.py): its step and gauges.
+    hold = HoldActivities(deps.pool, deps.worker_settings.flow_slot_lease_seconds)
     return WorkerPart(
         "runs",
         (RunActivityWorkflow, TaskInstanceWorkflow),
-        [*acts.all(), *fixes.all()],
+        [*acts.all(), *fixes.all(), *hold.all()],
+        (gauge_refresher("hold", HoldGauges().refresh, deps.pool),),
         passthrough=CORE_WORKFLOW_MODULES,
     )

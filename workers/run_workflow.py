@@ -22,6 +22,8 @@ passed through (loaded once per process).
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
@@ -49,7 +51,10 @@ with workflow.unsafe.imports_passed_through():
     )
     from workers.activities import RunActivities
     from workers.approvals.stages import run_in_stages
+    from workers.flow.order import wait_turn
     from workers.flow.slot import FLOW_WAKE_SIGNAL, FlowHold, Waker, hold_flow_slot, wake
+    from workers.hold import wait_while_held
+    from workers.lifecycle import Clock, cancelled, cancelled_by_temporal, end_cancelled, guarded
     from workers.steps import db_step, describe
     from workers.task_workflow import TaskInstanceWorkflow
 
@@ -66,6 +71,10 @@ _STEP_REFUSED = "run-step-refused-finishes-run"
 class RunActivityWorkflow:
     def __init__(self) -> None:
         self._waker = Waker()
+        # When a run held by its activity's pause was resumed (workers/hold.py); None: never held.
+        self._resumed_at: datetime | None = None
+        # True once the run's first task child is started (flow.timeouts' start deadline).
+        self._began = False
 
     @workflow.signal(name=FLOW_WAKE_SIGNAL)
     def flow_wake(self) -> None:
@@ -82,10 +91,24 @@ class RunActivityWorkflow:
                 non_retryable=True,
             )
         try:
+            return await self._run(inp)
+        # Temporal cancelled the run (flow.cancel_on), wherever it was: the clean-up ran
+        # on the way out (slot released, task children cancelled); the row is finished
+        # cancelled and the workflow closes cancelled (workers/lifecycle.py).
+        except BaseException as exc:
+            if not cancelled_by_temporal(exc):
+                raise
+            await end_cancelled(inp)
+            raise
+
+    async def _run(self, inp: RunActivityInput) -> RunActivityResult:
+        try:
             planned = await self._start(inp)
         # A failed local activity surfaces as its ApplicationError, not wrapped in
         # an ActivityError as a regular activity's failure is: catch both.
         except (ActivityError, ApplicationError) as exc:
+            if cancelled(exc):
+                raise
             reason = describe(exc)
             try:
                 await self._finish(inp.run_id, RunStatus.FAILED)
@@ -94,9 +117,33 @@ class RunActivityWorkflow:
             raise ApplicationError(
                 f"planning failed: {reason}", type="PlanFailed", non_retryable=True
             ) from exc
+        # flow.timeouts: the rest runs under the plan's deadlines (workers/lifecycle.py);
+        # a plan without them runs it inline, as before (no timer, no command).
+        if planned.timeouts is None:
+            return await self._body(inp, planned)
+        clock = Clock(
+            began=lambda: self._began,
+            held=lambda: planned.held and self._resumed_at is None,
+            resumed_at=lambda: self._resumed_at,
+        )
+        return await guarded(
+            inp, self._body(inp, planned), planned.timeouts, clock, len(planned.tasks)
+        )
+
+    async def _body(self, inp: RunActivityInput, planned: PlanTasksResult) -> RunActivityResult:
         # Waits before the first task (issue 39): the activity's hold (ingest activities
         # pause), then the run's turn in its key's line (flow.ordered). Each is a call of
         # its own module's, here, and nothing when the plan says the run needs none.
+        # The turn comes first: a held run's resume makes its concurrency slot's round,
+        # which must wait for the run's turn (workers/flow/order.py).
+        planned = await wait_turn(inp, planned, self._waker)  # workers/flow/order.py
+        released = await wait_while_held(inp, planned)  # workers/hold.py
+        if released is None:  # held, then skipped on resume: its row says so already
+            n = len(planned.tasks)
+            return RunActivityResult(inp.run_id, RunStatus.SKIPPED, n, 0, 0, 0, tasks_skipped=n)
+        if released is not planned:  # it was held: flow.timeouts' start clock restarts
+            self._resumed_at = workflow.now()
+            planned = released
         try:
             return await self._run_tasks(inp, planned)
         # A step of the run's own refused for good (a PostgreSQL data error in a slot's
@@ -104,7 +151,7 @@ class RunActivityWorkflow:
         # released by then, and the run's row is finished failed rather than left running.
         # Histories from before this path replay without the patch and fail as they did.
         except (ActivityError, ApplicationError) as exc:
-            if not workflow.patched(_STEP_REFUSED):
+            if cancelled(exc) or not workflow.patched(_STEP_REFUSED):
                 raise
             reason = describe(exc)
             await self._finish(inp.run_id, RunStatus.FAILED)
@@ -130,11 +177,13 @@ class RunActivityWorkflow:
             # A task an operator skipped does not fail the run (it is counted apart).
             status = RunStatus.FAILED if counts[TaskStatus.FAILED] else RunStatus.SUCCEEDED
             # The step that marked the last task succeeded marked the run succeeded too
-            # (``run_tasks``): then there is nothing to write, unless a slot is to release.
+            # (``run_tasks``): then there is nothing to write, unless a slot is to release
+            # or a place in a flow.ordered line to close (and the next run to wake).
             # Decided on the children's recorded results, so a replay decides the same.
             finished = status == RunStatus.SUCCEEDED and any(r.run_finished for r in results)
-            if hold is not None or not finished:
-                await self._finish(inp.run_id, status, hold)
+            in_line = planned.flow_order is not None
+            if hold is not None or not finished or in_line:
+                await self._finish(inp.run_id, status, hold, in_line)
         return RunActivityResult(
             run_id=inp.run_id,
             status=status,
@@ -149,6 +198,7 @@ class RunActivityWorkflow:
         self, inp: RunActivityInput, spec: TaskSpec, run_tasks: int
     ) -> TaskInstanceResult:
         task_id = task_workflow_id(inp.run_id, spec.task_type, spec.index)
+        self._began = True
         try:
             return await workflow.execute_child_workflow(
                 TaskInstanceWorkflow.run,
@@ -179,6 +229,9 @@ class RunActivityWorkflow:
         await db_step(RunActivities.log_run, LogRunInput(inp))
         return await db_step(RunActivities.plan_tasks, PlanTasksInput(inp))  # type: ignore[no-any-return]
 
-    async def _finish(self, run_id: str, status: str, hold: FlowHold | None = None) -> None:
+    async def _finish(
+        self, run_id: str, status: str, hold: FlowHold | None = None, in_line: bool = False
+    ) -> None:
         release = hold.release_input() if hold is not None else None
-        await wake(await db_step(RunActivities.finish_run, FinishRunInput(run_id, status, release)))
+        finish = FinishRunInput(run_id, status, release, in_line)
+        await wake(await db_step(RunActivities.finish_run, finish))

@@ -142,19 +142,36 @@ async def insert_run(
     return bool(inserted)
 
 
+# start_run's insert: as _INSERT_RUN, but a run of a paused activity (ingest activities
+# pause, activities.paused_at) is recorded 'held' (workers/hold.py).
+_INSERT_RUN_OR_HELD = (
+    "INSERT INTO activity_runs (run_id, activity_id, workflow_id, trigger_kind, event_id,"
+    " scheduled_for, context_window_start, context_window_end, trace_id, status)"
+    " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, CASE WHEN EXISTS (SELECT 1 FROM activities"
+    " WHERE id = $2 AND paused_at IS NOT NULL) THEN 'held' ELSE 'running' END)"
+    " ON CONFLICT (run_id) DO NOTHING"
+)
+
+
 async def insert_run_and_tasks(
     pool: asyncpg.Pool, run: RunActivityInput, trace_id: str | None = None
-) -> tuple[bool, list[object] | None, object | None]:
+) -> tuple[bool, list[object] | None, object | None, bool]:
     """``insert_run`` then ``activity_tasks``, as one statement: (inserted, tasks or None,
-    the activity's ``flow`` block as JSON or None)."""
+    the activity's ``flow`` block as JSON or None, held).
+
+    ``held``: the row says the run is held (or was skipped while held): its activity was
+    paused when the row was first written. Read from the row, not from the pause as it is
+    now, so a repeated step answers what the first one recorded."""
     row = await pool.fetchrow(
-        f"WITH ins AS ({_INSERT_RUN} RETURNING true)"
-        " SELECT EXISTS (SELECT 1 FROM ins) AS inserted, a.tasks, a.flow"
+        f"WITH ins AS ({_INSERT_RUN_OR_HELD} RETURNING status)"
+        " SELECT EXISTS (SELECT 1 FROM ins) AS inserted, a.tasks, a.flow,"
+        " COALESCE((SELECT status FROM ins),"
+        " (SELECT status FROM activity_runs WHERE run_id = $1)) IN ('held', 'skipped') AS held"
         " FROM (SELECT 1) one LEFT JOIN activities a ON a.id = $2",
         *_run_args(run, trace_id),
     )
     flow = orjson.loads(row["flow"]) if row["flow"] is not None else None
-    return bool(row["inserted"]), _task_list(row["tasks"]), flow
+    return bool(row["inserted"]), _task_list(row["tasks"]), flow, bool(row["held"])
 
 
 def _task_list(raw: object) -> list[object] | None:
@@ -178,6 +195,41 @@ async def finish_run(pool: asyncpg.Pool, run_id: str, status: str) -> bool:
         status,
     )
     return bool(row)
+
+
+async def end_run(
+    pool: asyncpg.Pool, run: RunActivityInput, status: str, ended_by: str | None
+) -> tuple[str, str | None, bool]:
+    """A run that ends otherwise than by its tasks (cancelled, timed out): its row is
+    written if the run never wrote it (cancelled before its first step), then set to
+    ``status`` with ``ended_by`` (None: the router's recorded cancel request, if any),
+    unless it had finished: a run whose last task marked it succeeded keeps that.
+    Frees its singleton key as ``finish_run`` does. Returns (status, ended_by) now, and
+    whether this call ended it (False: a repeat, or the run had finished).
+
+    One transaction; a repeat changes nothing (``finished_at`` keeps its first value).
+    """
+    async with pool.acquire() as conn, conn.transaction():
+        await conn.execute(_INSERT_RUN, *_run_args(run, None))
+        row = await conn.fetchrow(
+            "UPDATE activity_runs r SET status = $2, finished_at = COALESCE(finished_at, now()),"
+            " ended_by = COALESCE(r.ended_by, $3, (SELECT c.ended_by FROM flow_cancel_requests c"
+            "   WHERE c.workflow_id = r.workflow_id AND $2 = 'cancelled'))"
+            " WHERE run_id = $1 AND status IN ('running', 'held')"
+            " RETURNING status, ended_by",
+            uuid.UUID(run.run_id),
+            status,
+            ended_by,
+        )
+        changed = row is not None
+        if row is None:  # finished meanwhile (or a repeat): its outcome stands
+            row = await conn.fetchrow(
+                "SELECT status, ended_by FROM activity_runs WHERE run_id = $1",
+                uuid.UUID(run.run_id),
+            )
+            assert row is not None
+        await conn.execute("DELETE FROM flow_singleton WHERE workflow_id = $1", run.workflow_id)
+        return str(row["status"]), row["ended_by"], changed
 
 
 async def activity_tasks(pool: asyncpg.Pool, activity_id: str) -> list[object] | None:
@@ -288,6 +340,7 @@ ALLOWED_FROM: dict[str, list[str]] = {
     _S.SUCCEEDED: [_S.PENDING, _S.RUNNING],
     _S.FAILED: [_S.PENDING, _S.RUNNING, _S.PENDING_FIX],
     _S.SKIPPED: [_S.PENDING_FIX],
+    _S.CANCELLED: [_S.PENDING, _S.RUNNING, _S.PENDING_FIX],
 }
 
 

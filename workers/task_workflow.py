@@ -15,7 +15,7 @@ with workflow.unsafe.imports_passed_through():
     from datetime import timedelta
 
     from temporalio.common import RetryPolicy
-    from temporalio.exceptions import ActivityError, ApplicationError
+    from temporalio.exceptions import ActivityError, ApplicationError, is_cancelled_exception
 
     from schemas.approval_io import (
         APPROVAL_TASK_TYPE,
@@ -47,6 +47,8 @@ with workflow.unsafe.imports_passed_through():
 # marked failed and the workflow completes. Remove the old branch (deprecate_patch) once
 # no run recorded before it is open.
 _STEP_REFUSED = "step-refused-fails-task"
+# Patch id of the cancellation path: a cancelled task's row is marked cancelled.
+_CANCELLED = "task-cancel-marks-task"
 
 
 @workflow.defn(name="TaskInstanceWorkflow")
@@ -74,6 +76,20 @@ class TaskInstanceWorkflow(PausableTask):
     @workflow.run
     async def run(self, inp: TaskInstanceInput) -> TaskInstanceResult:
         try:
+            return await self._run(inp)
+        # Its run was cancelled (flow.cancel_on) or timed out (flow.timeouts), and the
+        # parent cancelled this child: the handler in progress got Temporal's activity
+        # cancellation; the task's row says cancelled (not running, not failed), and the
+        # workflow closes cancelled. Histories from before replay without the patch.
+        except BaseException as exc:
+            if not _cancelled(exc):
+                raise
+            reason = workflow.cancellation_reason() or "cancellation requested"
+            await self._state(inp, TaskStatus.CANCELLED, f"cancelled: {reason}")
+            raise
+
+    async def _run(self, inp: TaskInstanceInput) -> TaskInstanceResult:
+        try:
             # A run continued as new was claimed by the first one; a task whose handler
             # step claims it is claimed there (``_claim_and_run``).
             if inp.continued is None and not self._unclaimed:
@@ -90,6 +106,8 @@ class TaskInstanceWorkflow(PausableTask):
         # A failed handler, or an outcome decided here; anything else is a bug and fails
         # the workflow task (a fixed worker then replays it), not the task.
         except (ActivityError, TaskFailed, TaskConfigError) as exc:
+            if _cancelled(exc):
+                raise
             error = describe(exc)
             await self._state(inp, TaskStatus.FAILED, error)
             return TaskInstanceResult(inp.task_id, TaskStatus.FAILED, error)
@@ -233,6 +251,15 @@ class TaskInstanceWorkflow(PausableTask):
                 approval_rules.NOT_AN_APPROVAL, f"{workflow.info().workflow_id} is not an approval"
             )
         return self._approval
+
+
+def _cancelled(exc: BaseException) -> bool:
+    """``exc`` is the cancellation of this task by Temporal (its run's cancellation)."""
+    return (
+        is_cancelled_exception(exc)
+        and workflow.cancellation_reason() is not None
+        and workflow.patched(_CANCELLED)
+    )
 
 
 def _settle(claim: TaskStateResult) -> None:

@@ -1,11 +1,16 @@
 """``ingest flow list [--activity A] [--json]``: per activity and key, the flow state
-(:mod:`router.flow.listing`), then the latest skips (:mod:`router.flow.skips`)."""
+(:mod:`router.flow.listing`), then the latest skips (:mod:`router.flow.skips`).
+
+``ingest flow release ACTIVITY (--key VALUE | --workflow-id ID)``: close the head of a
+flow.ordered line (a failed or stuck run) so the runs behind it go on
+(:func:`router.flow.order.release`), and wake the next one."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
 import dataclasses
+import os
 import sys
 import uuid
 
@@ -66,6 +71,58 @@ def _list_flags(p: argparse.ArgumentParser) -> None:
     add_flags(p, *_FLAGS)
 
 
+_RELEASE_FLAGS = ("temporal_address", "namespace", "database_url")
+
+
+async def _release(cfg: settings.Settings, args: argparse.Namespace) -> int:
+    from pipeline.clients import temporal_client
+    from router.flow.order import NothingToRelease, release
+
+    pool = await db_pool(cfg.database)
+    try:
+        done = await release(
+            pool, args.activity_id, key=args.key, workflow_id=args.workflow_id, by=args.by
+        )
+    except NothingToRelease as exc:
+        print(f"ingest flow release: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        await pool.close()
+    print(f"released {done.workflow_id} (run {done.run_status or 'not started'}) by {args.by}")
+    if done.next_workflow_id is None:
+        print("nobody waits behind it")
+        return 0
+    client = await temporal_client(cfg.temporal)
+    try:  # its timer would ask within 30 s anyway: the signal only makes it now
+        await client.get_workflow_handle(done.next_workflow_id).signal("flow_wake")
+        print(f"woke {done.next_workflow_id}")
+    except Exception as exc:  # not started yet, or closed: it finds its turn itself
+        print(f"next {done.next_workflow_id} not woken ({type(exc).__name__}); it asks on its own")
+    return 0
+
+
+def _run_release(args: argparse.Namespace) -> int:
+    if (args.key is None) == (args.workflow_id is None):
+        print("ingest flow release: give --key or --workflow-id (one of them)", file=sys.stderr)
+        return 2
+    cfg = settings.load_settings(**overrides(args, *_RELEASE_FLAGS))
+    try:
+        return asyncio.run(_release(cfg, args))
+    except Unreachable as exc:
+        print(f"ingest flow release: {exc}", file=sys.stderr)
+        return 1
+
+
+def _release_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("activity_id", type=_activity, metavar="ACTIVITY", help="the activity (its id)")
+    p.add_argument("--key", help="the line's key value ('' for an activity without a key)")
+    p.add_argument("--workflow-id", help="the run whose open place to close")
+    p.add_argument(
+        "--by", default=os.environ.get("USER") or "operator", help="who releases (recorded)"
+    )
+    add_flags(p, *_RELEASE_FLAGS)
+
+
 COMMAND = Command(
     "flow",
     help="flow control: per activity and key, slots, waiting runs, throttle, skips",
@@ -77,6 +134,12 @@ COMMAND = Command(
             help="per activity and key: slots in use, waiting, next throttle slot, skips",
             run=_run,
             flags=_list_flags,
+        ),
+        Command(
+            "release",
+            help="flow.ordered: release a line's failed or stuck head so the runs behind it go on",
+            run=_run_release,
+            flags=_release_flags,
         ),
     ),
 )

@@ -9,7 +9,9 @@ control without a source yet leaves its columns ``None`` (shown ``-``).
 Columns (:data:`COLUMNS`): ``next_throttle_slot`` (seconds from now until a start
 arriving now would go; 0: at once), ``rate_limit_free`` (triggers that would pass
 now), ``singleton_holder``, ``skips_last_hour``; and, filled by the concurrency and
-window controls, ``slots_in_use``, ``waiting`` and ``windows``.
+window controls, ``slots_in_use``, ``waiting`` and ``windows``; and by flow.ordered,
+``order_waiting`` (runs behind the line's head) and ``order_head`` (``blocked``: the
+head run failed and holds the line until ``ingest flow release``).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from typing import Any, TypeAlias
 
 import asyncpg
 
-from router.flow import windows
+from router.flow import order, windows
 from router.flow.concurrency_view import concurrency_rows
 from router.flow.pacing import Gcra
 from schemas.flow.spec import FlowDef
@@ -38,6 +40,8 @@ COLUMNS: tuple[tuple[str, str, int], ...] = (
     ("windows", "WINDOWS", 7),
     ("skips_last_hour", "SKIPS/H", 7),
     ("singleton_holder", "SINGLETON", 9),
+    ("order_waiting", "IN LINE", 7),
+    ("order_head", "HEAD", 8),
 )
 
 
@@ -98,7 +102,14 @@ def _at(r: asyncpg.Record) -> dict[str, Any]:
     return {"activity_id": r["activity_id"], "key": r["key"]}
 
 
-SOURCES: list[Source] = [_gcra, _singletons, _skips, windows.listing_source, concurrency_rows]
+SOURCES: list[Source] = [
+    _gcra,
+    _singletons,
+    _skips,
+    windows.listing_source,
+    concurrency_rows,
+    order.line_rows,
+]
 
 
 async def flow_rows(conn: Conn, activity_id: str | None = None) -> list[dict[str, Any]]:

@@ -45,6 +45,14 @@ FLOW_WINDOW_SIGNALS = Counter(
     ["activity"],
 )
 
+FLOW_RUNS_CANCELLED = Counter(
+    "pipeline_flow_runs_cancelled_total",
+    "Runs a cancel_on event asked Temporal to cancel (not finished when it was processed);"
+    " counted once per cancelling event, not again on its redelivery or replay.",
+    ["activity"],
+)
+
 data_labelled(
     FLOW_RUNS_DELAYED, FLOW_RUNS_SKIPPED, FLOW_THROTTLE_DELAY, FLOW_DEBOUNCED, FLOW_WINDOW_SIGNALS
 )
+data_labelled(FLOW_RUNS_CANCELLED)

@@ -1,9 +1,10 @@
-"""The one PostgreSQL call per gated run: ``flow_decide`` (migration 0008).
+"""The one PostgreSQL call per gated run: ``flow_decide`` (migrations 0008, 0018).
 
 It claims the workflow id in ``flow_decisions`` (a recorded decision is returned as
 it was: redelivery and replay take no second slot), then, in one transaction:
-singleton holder check, rate-limit GCRA, throttle GCRA, singleton holder update,
-and the decision row.
+singleton holder check, rate-limit GCRA, throttle GCRA, the run's cancel_on match
+keys (``flow_cancel_keys``, router/flow/cancel.py), singleton holder update, and the
+decision row.
 """
 
 from __future__ import annotations
@@ -56,7 +57,7 @@ class FlowStore:
         th = Gcra.throttle(f.throttle) if f.throttle else None
         row = await self.pool.fetchrow(
             "SELECT d.*, now() AS now FROM flow_decide($1, $2, $3, $4, $5, $6, $7, $8, $9,"
-            " $10, $11, $12, $13, now()) AS d",
+            " $10, $11, $12, $13, $14, now()) AS d",
             run.workflow_id,
             uuid.UUID(run.activity_id),
             run.event_id,
@@ -70,6 +71,7 @@ class FlowStore:
             f.singleton.mode if f.singleton else None,
             checked.holder if checked else None,
             checked.running if checked else None,
+            list(fk.cancel_keys) if f.cancel_on else None,
         )
         assert row is not None
         return Decided(

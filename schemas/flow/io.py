@@ -47,6 +47,30 @@ class FlowWake:
     workflow_ids: list[str]
 
 
+# --- flow.ordered (workers/flow/order*.py): a run waits for its turn in its line
+
+
+@dataclass(frozen=True)
+class OrderTurnInput:
+    """One round of a run waiting for its turn; with ``slot`` (flow.concurrency too) the
+    same step makes the slot's first admission round once it is the run's turn."""
+
+    workflow_id: str
+    round_no: int = 0
+    slot: FlowSlot | None = None
+    holder_run_id: str = ""
+
+
+@dataclass(frozen=True)
+class OrderTurn:
+    """A round's answer: the run's turn (and its slot's grant, if it asked for one), or
+    how long to wait before the next round (a ``flow_wake`` signal cuts it short)."""
+
+    turn: bool
+    retry_seconds: float = 0.0
+    grant: PermitGrant | None = None
+
+
 # --- debounce and batch windows (workers/flow, router/flow/windows.py) ------
 
 

@@ -322,6 +322,12 @@ class FlowDef(_Strict):
                                  f" event of a key, {skips} skips some")  # fmt: skip
         if self.debounce is not None and self.batch is not None:
             raise ValueError("debounce and batch cannot be combined: each decides the run's events")
+        if self.cancel_on is not None:
+            window = next((c for c in ("debounce", "batch") if getattr(self, c)), None)
+            if window is not None:
+                raise ValueError(f"cancel_on and {window} cannot be combined: a window's run is"
+                                 " started by its window, not decided by the gate that records"
+                                 " what a cancelling event matches")  # fmt: skip
         if self.priority is not None and self.concurrency is None and self.throttle is None:
             raise ValueError(
                 "priority needs concurrency or throttle: it orders runs waiting on a limit"

@@ -11,6 +11,10 @@ the DLQ (``workers.flow.window_dead_letters``), and the window is marked
 ``dead_lettered``. The first freeze decides whether Temporal can carry the run
 (``window_too_large``, before any start); a start Temporal refuses for good is
 ``window_start_refused``. An outage is raised, and Temporal retries the activity.
+
+With ``flow.fairness``, the run carries the fairness key and weight of its last event
+(the router checked every member's when it assigned it): the window's own key when the
+fairness key is the window's key, as it should be (docs/flow-control.md).
 """
 
 from __future__ import annotations
@@ -29,7 +33,9 @@ from temporalio.service import RPCError
 
 from pipeline.starter import STARTED, Starter, StartRejected, outage
 from schemas import ids
+from schemas.envelope import EnvelopeError
 from schemas.flow import spec as flow
+from schemas.flow.fairness import Fairness, fairness_of
 from schemas.flow.io import CloseWindowInput, CloseWindowResult
 from schemas.flow.spec import json_bytes, run_bytes, run_fits
 from schemas.workflow_io import WINDOW_BATCH, RunActivityInput
@@ -68,6 +74,8 @@ class Frozen:
     run: RunActivityInput | None = None
     size: int = 0
     detail: str = ""
+    # flow.fairness of the run (its last event's key and weight), or None.
+    fairness: Fairness | None = None
 
 
 async def freeze(pool: asyncpg.Pool, inp: CloseWindowInput, dlq_topic: str) -> Frozen:
@@ -137,7 +145,26 @@ async def freeze(pool: asyncpg.Pool, inp: CloseWindowInput, dlq_topic: str) -> F
             closed_by,
             run.workflow_id,
         )
-    return Frozen("closed", run, len(members))
+        fairness = await _fairness(conn, run)
+    return Frozen("closed", run, len(members), fairness=fairness)
+
+
+async def _fairness(conn: asyncpg.Connection, run: RunActivityInput) -> Fairness | None:
+    """The run's fairness (flow.fairness of the activity as it is now, read from the
+    window's last event), or None. A value the definition no longer accepts (it was
+    edited since the event was assigned) starts the run without fairness: fairness only
+    orders dispatch, and the window's events are not to be lost for it."""
+    raw = await conn.fetchval(
+        "SELECT flow->'fairness' FROM activities WHERE id = $1", uuid.UUID(run.activity_id)
+    )
+    if raw is None:
+        return None
+    last = run.event if run.event is not None else (run.events or [{}])[-1]
+    try:
+        return fairness_of(flow.FairnessDef.model_validate(orjson.loads(raw)), last)
+    except (EnvelopeError, ValueError) as exc:
+        log.warning("window run %s starts without fairness: %s", run.workflow_id, exc)
+        return None
 
 
 class FlowWindowActivities:
@@ -161,7 +188,7 @@ class FlowWindowActivities:
             started = frozen.state == "started"
             return CloseWindowResult("already_started" if started else "empty")
         try:
-            outcome = await self._starter.start(run)
+            outcome = await self._starter.start(run, fairness=frozen.fairness)
         except (StartRejected, RPCError) as exc:
             if isinstance(exc, RPCError) and outage(exc) is not None:
                 raise  # Temporal away: the activity is retried

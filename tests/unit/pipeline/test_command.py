@@ -82,6 +82,7 @@ def test_every_ingest_command_has_a_run() -> None:
         ("flow", "list"),
         ("relay",),
     } <= set(found)
-    assert len(found) == 18
+    assert {("activities", "pause"), ("activities", "resume"), ("flow", "release")} <= set(found)
+    assert len(found) == 21
     for path, parser in found.items():
         assert callable(parser.get_default("func")), path

@@ -47,6 +47,7 @@ BOUNDED_LABELS = {
     "activity": "an activity id from the activities table (configuration applied by "
     "operators, not events)",
     "action": "fix | skip | abort",
+    "cause": "how a run ended otherwise (workers.flow.metrics.CAUSES)",
     "resource": "a permit resource declared in permit_resources (configuration)",
     "outcome": "an approval outcome (approve, reject, request_changes, auto_reject, "
     "resubmission_timeout)",
@@ -76,6 +77,7 @@ SOURCES = {
     "outcome": "an approval outcome",
     "decision": "approve | reject | request_changes (checked by the update's validator)",
     "resource": "a declared permit resource",
+    "ended_cause": "one of workers.flow.metrics.CAUSES",
 }
 
 # Identifiers that name event data (or a Kafka record's key, value, headers): a label

@@ -30,6 +30,9 @@ class Catalog:
     def flow(self, activity_id: str) -> None:
         return None
 
+    def cancel_rules(self, etype: str) -> list[Any]:
+        return []
+
     def shape(self, activity_id: str) -> RunShape:
         return RunShape(self.tasks, 0)
 
