@@ -18,6 +18,7 @@ from typing import Any, cast
 from bench import (
     flow,
     flow_concurrency,
+    flow_controls,
     ingress,
     latency,
     memory,
@@ -117,6 +118,10 @@ async def main() -> None:
     print("\n== flow_concurrency")
     fc: dict[str, Any] = await flow_concurrency.run()
     rows.append(("flow: concurrency (limit not reached) ÷ none", f"{fc['ratio']}x", ">= 0.9"))
+    print("\n== flow_controls")
+    fo: dict[str, Any] = await flow_controls.run()
+    for shape in ("ordered", "timeouts", "fairness"):
+        rows.append((f"flow: {shape} (not holding) ÷ none", f"{fo[f'ratio_{shape}']}x", ">= 0.95"))
     print("\n== outbox_relay")
     ob: dict[str, Any] = await outbox_relay.run()
     rows.append(

@@ -8,12 +8,14 @@ The pause is the activity's state, not a flow control: the worker enforces it
   changes nothing and says since when and by whom) and writes the audit row.
 * :func:`resume` clears them; with ``skip_held`` it marks the held runs ``skipped``
   (``ended_by = 'held:skipped'``, finished now, their singleton keys freed, as
-  ``finish_run`` does) in the same transaction. *After* that commit it lists the runs
-  still held, oldest trigger first, and :func:`signal_held` wakes them (and the
-  skipped ones, which then end) in that order. Listing after the commit is what makes
-  the resume race-free: a run whose row was written held after the listing asks
-  ``hold_check`` after the row was written, so after the pause was cleared, and goes
-  on by itself.
+  ``finish_run`` does, and their places in a ``flow.ordered`` line closed, as the finish
+  step does: the row's status already frees the line, ``done_at`` is the record that
+  lets the router's retention prune the place) in the same transaction. *After* that
+  commit it lists the runs still held, oldest trigger first, and :func:`signal_held`
+  wakes them (and the skipped ones, which then end) in that order. Listing after the
+  commit is what makes the resume race-free: a run whose row was written held after the
+  listing asks ``hold_check`` after the row was written, so after the pause was
+  cleared, and goes on by itself.
 """
 
 from __future__ import annotations
@@ -115,7 +117,9 @@ async def resume(pool: asyncpg.Pool, act: Activity, actor: str, *, skip_held: bo
                 " finished_at = COALESCE(finished_at, now())"
                 " WHERE activity_id = $1 AND status = 'held' RETURNING workflow_id, started_at,"
                 " run_id), freed AS (DELETE FROM flow_singleton WHERE workflow_id IN"
-                " (SELECT workflow_id FROM s)) SELECT workflow_id FROM s"
+                " (SELECT workflow_id FROM s)), closed AS (UPDATE flow_order_places"
+                " SET done_at = now(), outcome = 'skipped' WHERE run_id IN (SELECT run_id"
+                " FROM s) AND done_at IS NULL) SELECT workflow_id FROM s"
                 " ORDER BY started_at, run_id",
                 aid,
                 ENDED_BY_SKIP,

@@ -37,7 +37,15 @@ class Run(BaseModel):
     trigger_kind: Literal["event", "cron"]
     event_id: str | None
     scheduled_for: str | None
-    status: str = Field(description="running | succeeded | failed")
+    status: str = Field(
+        description="running | held | succeeded | failed | cancelled | timed_out | skipped"
+    )
+    ended_by: str | None = Field(
+        None,
+        description="what ended a cancelled, timed-out or skipped run: cancel_on:<event id>,"
+        " singleton:<workflow id of the run that replaced it>, timeout:start, timeout:finish,"
+        " held:skipped (null: its tasks ended it, or a cancellation that named nothing)",
+    )
     started_at: str
     finished_at: str | None
     trace_id: str | None = Field(
@@ -240,6 +248,12 @@ class FlowKey(BaseModel):
     windows: int | None = None
     skips_last_hour: int | None = None
     singleton_holder: str | None = None
+    cancelled_last_hour: int | None = Field(
+        None, description="runs ended cancelled in the last hour (cancel_on, singleton cancel)"
+    )
+    timed_out_last_hour: int | None = Field(
+        None, description="runs ended timed_out in the last hour (flow.timeouts)"
+    )
 
 
 class FlowSkip(BaseModel):

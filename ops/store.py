@@ -20,7 +20,8 @@ _JSON = ("payload", "patch", "task_counts")
 
 _RUN_COLUMNS = (
     "r.run_id, r.activity_id, a.name AS activity_name, r.workflow_id, r.trigger_kind,"
-    " r.event_id, r.scheduled_for, r.status, r.started_at, r.finished_at, r.trace_id"
+    " r.event_id, r.scheduled_for, r.status, r.ended_by, r.started_at, r.finished_at,"
+    " r.trace_id"
 )
 _TASK_COLUMNS = (
     "t.id AS task_id, t.run_id, r.activity_id, r.workflow_id AS run_workflow_id, t.task_type,"

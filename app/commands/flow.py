@@ -1,5 +1,7 @@
 """``ingest flow list [--activity A] [--json]``: per activity and key, the flow state
-(:mod:`router.flow.listing`), then the latest skips (:mod:`router.flow.skips`).
+(:mod:`router.flow.listing`), then the latest skips (:mod:`router.flow.skips`), then
+what ends each activity's runs early: its cancel_on rules, timeouts, singleton cancel
+(:mod:`router.flow.lifecycle_view`).
 
 ``ingest flow release ACTIVITY (--key VALUE | --workflow-id ID)``: close the head of a
 flow.ordered line (a failed or stuck run) so the runs behind it go on
@@ -25,6 +27,7 @@ _FLAGS = ("database_url",)
 
 
 async def _list(cfg: settings.Settings, activity: str | None, skips: int, as_json: bool) -> int:
+    from router.flow.lifecycle_view import declared, format_declared
     from router.flow.listing import flow_rows, format_rows, format_skips
     from router.flow.skips import recent_skips
 
@@ -32,19 +35,24 @@ async def _list(cfg: settings.Settings, activity: str | None, skips: int, as_jso
     try:
         rows = await flow_rows(pool, activity)
         recent = await recent_skips(pool, activity, skips)
+        ending = await declared(pool, activity)
     finally:
         await pool.close()
     if as_json:
-        doc = {"keys": rows, "skips": [dataclasses.asdict(s) for s in recent]}
+        doc = {"keys": rows, "skips": [dataclasses.asdict(s) for s in recent], "ends": ending}
         print(orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode())
         return 0
-    if not rows and not recent:
+    if not rows and not recent and not ending:
         print("no flow state yet" + (f" for activity {activity}" if activity else ""))
         return 0
-    print(format_rows(rows))
+    if rows:
+        print(format_rows(rows))
     if recent:
         print(f"\nlatest {len(recent)} skips:")
         print(format_skips(recent))
+    if ending:  # cancel_on, timeouts, singleton cancel: what ends runs early
+        print(f"\n{len(ending)} activities end runs early:")
+        print(format_declared(ending))
     return 0
 
 

@@ -14,6 +14,7 @@ flow control"). Which stage each control belongs to is :mod:`schemas.flow.contro
   and cancelled through Temporal.
 * :mod:`router.flow.skips`: the recorded skips; :mod:`router.flow.listing` and
   :mod:`router.flow.concurrency_view`: ``ingest flow list`` and ``GET /api/flow``.
+* :mod:`router.flow.lifecycle_view`: runs cancelled and timed out, for ``ingest flow list``.
 * :mod:`router.flow.metrics`: the router's flow metrics.
 
 Decisions are recorded per workflow id in PostgreSQL, so a redelivered or replayed

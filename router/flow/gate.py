@@ -60,7 +60,7 @@ class FlowGate:
             return Decision(skip=d.reason)
         if d.cancelled is not None:
             # Again on a redelivery (the first attempt may have died before it): idempotent.
-            await singleton.cancel(self.client, d.cancelled)
+            await singleton.cancel(self.client, d.cancelled, run.workflow_id)
         if d.start_at is None:
             return START
         delay = max(0.0, (d.start_at - d.now).total_seconds())
@@ -90,3 +90,5 @@ class FlowGate:
         )
         metrics.start_at_zero(flow_metrics.FLOW_RUNS_DELAYED, activity=[activity_id])
         metrics.start_at_zero(flow_metrics.FLOW_THROTTLE_DELAY, activity=[activity_id])
+        if fk.flow.cancel_on:  # router/flow/cancel.py counts the runs it cancels
+            metrics.start_at_zero(flow_metrics.FLOW_RUNS_CANCELLED, activity=[activity_id])

@@ -11,7 +11,9 @@ arriving now would go; 0: at once), ``rate_limit_free`` (triggers that would pas
 now), ``singleton_holder``, ``skips_last_hour``; and, filled by the concurrency and
 window controls, ``slots_in_use``, ``waiting`` and ``windows``; and by flow.ordered,
 ``order_waiting`` (runs behind the line's head) and ``order_head`` (``blocked``: the
-head run failed and holds the line until ``ingest flow release``).
+head run failed and holds the line until ``ingest flow release``); by the controls that
+end runs early (cancel_on, timeouts, singleton cancel: :mod:`router.flow.lifecycle_view`),
+``cancelled_last_hour`` and ``timed_out_last_hour`` (per activity, key ``''``).
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from typing import Any, TypeAlias
 
 import asyncpg
 
-from router.flow import order, windows
+from router.flow import lifecycle_view, order, windows
 from router.flow.concurrency_view import concurrency_rows
 from router.flow.pacing import Gcra
 from schemas.flow.spec import FlowDef
@@ -42,6 +44,8 @@ COLUMNS: tuple[tuple[str, str, int], ...] = (
     ("singleton_holder", "SINGLETON", 9),
     ("order_waiting", "IN LINE", 7),
     ("order_head", "HEAD", 8),
+    ("cancelled_last_hour", "CANCEL/H", 8),
+    ("timed_out_last_hour", "TMOUT/H", 7),
 )
 
 
@@ -109,6 +113,7 @@ SOURCES: list[Source] = [
     windows.listing_source,
     concurrency_rows,
     order.line_rows,
+    lifecycle_view.ended_rows,
 ]
 
 

@@ -40,10 +40,18 @@ async def holder_running(client: Client, workflow_id: str, since: datetime, now:
     return desc.status == WorkflowExecutionStatus.RUNNING
 
 
-async def cancel(client: Client, workflow_id: str) -> None:
-    """Request cancellation of ``workflow_id``; one that is already closed is left as it is."""
+def cancel_reason(by_workflow_id: str) -> str:
+    """The reason a ``mode: cancel`` singleton gives Temporal: the run reads it
+    (``workflow.cancellation_reason()``) and its row ends ``cancelled`` with it as
+    ``ended_by`` (workers/lifecycle.py), naming the run that took its key."""
+    return f"singleton:{by_workflow_id}"
+
+
+async def cancel(client: Client, workflow_id: str, by_workflow_id: str) -> None:
+    """Request cancellation of ``workflow_id`` (the key's holder), which the run
+    ``by_workflow_id`` replaces; one that is already closed is left as it is."""
     try:
-        await client.get_workflow_handle(workflow_id).cancel()
+        await client.get_workflow_handle(workflow_id).cancel(reason=cancel_reason(by_workflow_id))
     except RPCError as exc:
         if exc.status != RPCStatusCode.NOT_FOUND:
             raise _transient(exc, f"cancel singleton holder {workflow_id}") from exc

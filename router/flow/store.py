@@ -87,9 +87,28 @@ class FlowStore:
 
     async def prune(self, retention_days: float) -> int:
         """Drop decisions older than the ledger's retention (0 = keep forever): a replay
-        reaching further back than that is outside the ledger's promise too."""
-        return await db.prune_older_than(
-            self.pool,
-            "DELETE FROM flow_decisions WHERE decided_at < now() - make_interval(secs => $1)",
-            retention_days,
-        )
+        reaching further back than that is outside the ledger's promise too.
+
+        The cancel_on records go with them (:data:`_CANCEL_PRUNES`): a cancelling event's
+        first processing time, as the ledger's entry, is kept as long as a replay is
+        promised not to run twice. A run's match keys and cancel request are kept while
+        its row is open (a run still waiting or running past the retention can still be
+        cancelled, and names its canceller when the request reaches it)."""
+        n = 0
+        for delete in (_DECISIONS, *_CANCEL_PRUNES):
+            n += await db.prune_older_than(self.pool, delete, retention_days)
+        return n
+
+
+_OLDER = "< now() - make_interval(secs => $1)"
+_DECISIONS = f"DELETE FROM flow_decisions WHERE decided_at {_OLDER}"
+# The run is not open: no row (never started, or cleaned away) or a finished one.
+_NOT_OPEN = (
+    "NOT EXISTS (SELECT 1 FROM activity_runs r WHERE r.workflow_id = {t}.workflow_id"
+    " AND r.status IN ('running', 'held'))"
+)
+_CANCEL_PRUNES = (
+    f"DELETE FROM flow_cancel_events WHERE first_at {_OLDER}",
+    f"DELETE FROM flow_cancel_keys k WHERE decided_at {_OLDER} AND {_NOT_OPEN.format(t='k')}",
+    f"DELETE FROM flow_cancel_requests c WHERE requested_at {_OLDER} AND {_NOT_OPEN.format(t='c')}",
+)

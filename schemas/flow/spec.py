@@ -325,9 +325,10 @@ class FlowDef(_Strict):
         if self.cancel_on is not None:
             window = next((c for c in ("debounce", "batch") if getattr(self, c)), None)
             if window is not None:
-                raise ValueError(f"cancel_on and {window} cannot be combined: a window's run is"
-                                 " started by its window, not decided by the gate that records"
-                                 " what a cancelling event matches")  # fmt: skip
+                raise ValueError(f"cancel_on and {window} cannot be combined: an open {window}"
+                                 " window is not a run yet and its run has no single event to"
+                                 " match, so no event would ever cancel it; remove one of"
+                                 " them")  # fmt: skip
         if self.priority is not None and self.concurrency is None and self.throttle is None:
             raise ValueError(
                 "priority needs concurrency or throttle: it orders runs waiting on a limit"

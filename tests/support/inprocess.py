@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
 from typing import Any
@@ -15,6 +15,8 @@ from ingress.settings import IngressSettings
 from pipeline.runtime import Shutdown
 from router.service import Router
 from router.settings import RouterSettings
+from workers.handlers import Registry
+from workers.parts import PartFactory, core_part
 from workers.settings import WorkerSettings
 from workers.worker import run_worker
 
@@ -33,9 +35,19 @@ class Groups:
 
 
 @asynccontextmanager
-async def pipeline(cfg: Any, temporal: Any, pool: asyncpg.Pool, tag: str) -> AsyncIterator[Groups]:
+async def pipeline(
+    cfg: Any,
+    temporal: Any,
+    pool: asyncpg.Pool,
+    tag: str,
+    *,
+    registry: Registry | None = None,
+    parts: Sequence[PartFactory] = (core_part,),
+) -> AsyncIterator[Groups]:
     """Ingress, router and worker until the block ends; then stopped as SIGTERM would,
-    and ingress and worker must exit 0 (a clean drain)."""
+    and ingress and worker must exit 0 (a clean drain). The worker serves ``parts``
+    (the runs alone unless given; flow controls need ``workers.flow.part.flow_part``)
+    with ``registry``'s task handlers (the installed ones unless given)."""
     groups = Groups(ingress=f"ing-{tag}", router=f"rt-{tag}")
     shutdown = Shutdown()
     ingress = asyncio.create_task(
@@ -50,7 +62,15 @@ async def pipeline(cfg: Any, temporal: Any, pool: asyncpg.Pool, tag: str) -> Asy
     )
     routing = asyncio.create_task(router.run())
     worker = asyncio.create_task(
-        run_worker(cfg, shutdown, client=temporal, pool=pool, worker_settings=WorkerSettings())
+        run_worker(
+            cfg,
+            shutdown,
+            client=temporal,
+            pool=pool,
+            registry=registry,
+            worker_settings=WorkerSettings(),
+            parts=parts,
+        )
     )
     try:
         yield replace(groups, tasks=(ingress, routing, worker))

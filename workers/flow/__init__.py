@@ -10,5 +10,6 @@
   :mod:`workers.flow.window_activities` (``close_window``: start the window's run),
   :mod:`workers.flow.window_dead_letters` (a window no run can take, to the DLQ).
 * :mod:`workers.flow.part`: all of it as one worker part, with the gauges;
-  :mod:`workers.flow.metrics`: the worker's flow metrics.
+  :mod:`workers.flow.metrics`: the worker's flow metrics;
+  :mod:`workers.flow.ended_metrics`: the runs-ended counters started at zero.
 """

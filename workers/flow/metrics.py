@@ -50,17 +50,19 @@ FLOW_RUNS_ENDED = Counter(
     "pipeline_flow_runs_ended_total",
     "Runs that ended without running to their end (workers/lifecycle.py), by cause:"
     " 'cancel_on' (a cancelling event), 'timeout_start' or 'timeout_finish'"
-    " (flow.timeouts), 'cancelled' (any other cancellation). Counted by the step that"
+    " (flow.timeouts), 'singleton' (a singleton's mode: cancel), 'cancelled' (any other"
+    " cancellation). Counted by the step that"
     " ends the run, once per run.",
     ["activity", "cause"],
 )
 # The values of FLOW_RUNS_ENDED's cause label (never event data: no event id).
-CAUSES = ("cancel_on", "timeout_start", "timeout_finish", "cancelled")
+CAUSES = ("cancel_on", "timeout_start", "timeout_finish", "singleton", "cancelled")
 
 
 def ended_cause(ended_by: str | None) -> str:
     """The ``cause`` label of a run's ``ended_by`` (``cancel_on:<event id>`` ->
-    ``cancel_on``, ``timeout:start`` -> ``timeout_start``): one of :data:`CAUSES`."""
+    ``cancel_on``, ``timeout:start`` -> ``timeout_start``, ``singleton:<workflow id>``
+    -> ``singleton``): one of :data:`CAUSES`."""
     if ended_by is None:
         return "cancelled"
     for cause in CAUSES:

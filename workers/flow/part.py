@@ -16,6 +16,7 @@ import asyncpg
 
 from workers.flow import order_store, slot_store
 from workers.flow import window_dead_letters as dead_letters
+from workers.flow.ended_metrics import ended_at_zero
 from workers.flow.metrics import (
     FLOW_OLDEST_WAIT,
     FLOW_ORDER_BLOCKED,
@@ -47,6 +48,8 @@ async def refresh_gauges(pool: asyncpg.Pool) -> None:
         FLOW_ORDER_OLDEST_BLOCKED.labels(activity=lines.activity_id).set(
             lines.oldest_blocked_seconds
         )
+    # flow.timeouts, cancel_on, singleton: runs ended early, counted from 0 (alerted on).
+    await ended_at_zero(pool)
 
 
 def flow_part(deps: PartDeps) -> WorkerPart:

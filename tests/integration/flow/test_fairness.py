@@ -15,7 +15,6 @@ import asyncio
 import uuid
 from typing import Any
 
-import pytest
 from devstack.settings import StackSettings
 from temporalio import activity
 from temporalio.api.common.v1 import Priority as PriorityProto
@@ -26,7 +25,6 @@ from pipeline.starter import STARTED, Starter
 from router.settings import RouterSettings
 from schemas.flow.fairness import Fairness
 from schemas.ids import event_workflow_id, task_workflow_id
-from schemas.workflow_io import RunActivityInput
 from tests.support import db, kafka
 from tests.support.routing import route_until_committed
 from tests.support.runs import event_run, insert_activity, registry_with, worker_factory
@@ -132,36 +130,3 @@ async def test_the_router_sends_the_events_fairness_and_refuses_a_bad_weight(
     headers = dict(dead.headers)
     assert headers["dlq_reason"] == b"bad_flow_key"
     assert b"flow.fairness.weight_key 'data.w': is 0" in headers["dlq_detail"]
-
-
-FLOOD, SMALL = 120, 4
-
-
-async def test_a_small_tenant_is_not_queued_behind_a_flood(
-    cfg, temporal: Client, task_queue, db_pool
-) -> None:
-    """The effect, reduced: a backlog of FLOOD runs of one tenant, then SMALL runs of
-    another, queued before any worker polls; with fairness the small tenant's runs
-    finish while most of the flood still waits (first in, first out, they would finish
-    last). Only on the real server: the stack's dev server runs without
-    matching.enableFairness (docs/flow-control.md)."""
-    if StackSettings().temporal != "server":
-        pytest.skip("the stack's dev server runs without matching.enableFairness")
-    worker = worker_factory(cfg, temporal, db_pool)
-    activity_id = await insert_activity(db_pool, [{"type": "noop"}])
-    starter = Starter(temporal, task_queue)
-    flood = [event_run(activity_id) for _ in range(FLOOD)]
-    small = [event_run(activity_id) for _ in range(SMALL)]
-    for runs, tenant in ((flood, "big"), (small, "small")):
-        await asyncio.gather(*(starter.start(r, fairness=Fairness(tenant)) for r in runs))
-    ends: dict[str, float] = {}
-
-    async def finish(run: RunActivityInput) -> None:
-        await temporal.get_workflow_handle(run.workflow_id).result()
-        ends[run.workflow_id] = asyncio.get_running_loop().time()
-
-    async with worker():
-        await asyncio.wait_for(asyncio.gather(*(finish(r) for r in flood + small)), 240)
-    last_small = max(ends[r.workflow_id] for r in small)
-    flood_done = sum(ends[r.workflow_id] <= last_small for r in flood)
-    assert flood_done < FLOOD // 2, f"{flood_done} of {FLOOD} flood runs finished first"

@@ -20,6 +20,9 @@ ENDPOINTS = [
     ("GET", "/api/dlq", None),
     ("GET", "/api/dlq/0/0", None),
     ("POST", "/api/replay", {"from_offset": 0}),
+    ("GET", "/api/activities", None),
+    ("POST", "/api/activities/x/pause", {"actor": "a"}),
+    ("POST", "/api/activities/x/resume", {"skip_held": True}),
 ]
 
 

@@ -69,6 +69,10 @@ RUNBOOK_ANCHORS = frozenset(
         "approvals-escalated",
         "relay-lag",
         "flow-wait-too-long",
+        "held-runs-stuck",
+        "activity-paused-long",
+        "runs-timing-out",
+        "ordered-line-blocked",
     }
 )
 

@@ -45,6 +45,7 @@ class FakeTemporal:
     def __init__(self, running: set[str]) -> None:
         self.running = running
         self.cancelled: list[str] = []
+        self.reasons: list[str | None] = []
 
     def get_workflow_handle(self, wid: str) -> Any:
         outer = self
@@ -58,8 +59,9 @@ class FakeTemporal:
                 )
                 return type("Desc", (), {"status": status})()
 
-            async def cancel(self) -> None:
+            async def cancel(self, reason: str | None = None) -> None:
                 outer.cancelled.append(wid)
+                outer.reasons.append(reason)
 
         return Handle()
 
@@ -148,9 +150,12 @@ async def test_singleton_asks_temporal_then_decides_with_its_answer():
         decided(cancelled="old"),
     )
     temporal = FakeTemporal(running={"old"})
-    assert await gate(store, temporal).decide(run(), SINGLE) is START
+    new = run()
+    assert await gate(store, temporal).decide(new, SINGLE) is START
     assert store.calls == [None, Checked("old", True)]
     assert temporal.cancelled == ["old"]
+    # The reason the cancelled run's row ends with: the run that took its key.
+    assert temporal.reasons == [f"singleton:{new.workflow_id}"]
     # A closed holder is reported as not running.
     store = FakeStore(decided("check", holder="gone", holder_since=since), decided())
     await gate(store, FakeTemporal(running=set())).decide(run(), SINGLE)

@@ -80,6 +80,15 @@ def test_debounce_and_batch_periods():
             {"debounce": {"period": 1}, "batch": {"max_size": 2, "timeout": 1}},
             "activities[0].flow: Value error, debounce and batch cannot be combined",
         ),
+        *(
+            (
+                {w: c, "cancel_on": [{"event_type": "x", "match": {"data.a": "data.a"}}]},
+                f"activities[0].flow: Value error, cancel_on and {w} cannot be combined: an open"
+                f" {w} window is not a run yet and its run has no single event to match, so no"
+                " event would ever cancel it; remove one of them",
+            )
+            for w, c in (("debounce", {"period": 1}), ("batch", {"max_size": 2, "timeout": 1}))
+        ),
         ({"concurrency": {"limit": 1, "scope": "account"}}, "flow.concurrency.scope: Extra"),
         ({"pace": {}}, "activities[0].flow.pace: Extra inputs are not permitted"),
     ],
@@ -102,6 +111,15 @@ def test_cron_activities_take_no_event_controls_or_keys():
     )
     ok = parse(_file({"concurrency": {"limit": 1}}, cron), ".json").activities[0].flow
     assert ok is not None and ok.concurrency is not None
+    # cancel_on matches a run's event: a cron run has none.
+    assert (
+        "flow.cancel_on needs an event trigger"
+        in _problems({"cancel_on": [{"event_type": "x", "match": {"data.a": "data.a"}}]}, cron)[0]
+    )
+    # timeouts need no event: a cron run is timed from its start request as any run.
+    timed = parse(_file({"timeouts": {"start": "5m", "finish": "1h"}}, cron), ".json")
+    t = timed.activities[0].flow.timeouts  # type: ignore[union-attr]
+    assert t is not None and (t.start, t.finish) == (300.0, 3600.0)
 
 
 EVENT = {
