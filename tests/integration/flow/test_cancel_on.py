@@ -102,7 +102,9 @@ async def test_a_cancel_event_cancels_a_running_task_and_a_delayed_run(
         assert s.cancelled == 2 and s.dlq == 0
         for e in ("e1", "e2"):
             await eventually(
-                lambda e=e: _is(temporal, wid[e], WorkflowExecutionStatus.CANCELED), 30, e
+                lambda e=e: _is(temporal, wid[e], WorkflowExecutionStatus.CANCELED),  # type: ignore[misc]
+                30,
+                e,
             )
             assert await _run(db_pool, wid[e]) == {
                 "status": "cancelled",
@@ -153,7 +155,9 @@ async def test_a_cancel_event_cancels_a_running_task_and_a_delayed_run(
         assert s.cancelled == 2
         for e in ("e3", "e4"):
             await eventually(
-                lambda e=e: _is(temporal, wid[e], WorkflowExecutionStatus.CANCELED), 30, e
+                lambda e=e: _is(temporal, wid[e], WorkflowExecutionStatus.CANCELED),  # type: ignore[misc]
+                30,
+                e,
             )
 
 

@@ -64,7 +64,7 @@ async def test_a_run_delayed_past_its_start_timeout_times_out_before_any_task(
         )  # fmt: skip
         assert s.started == 2
         for wid in (w1, w2):
-            await eventually(lambda wid=wid: _closed(temporal, wid), 40, wid)
+            await eventually(lambda wid=wid: _closed(temporal, wid), 40, wid)  # type: ignore[misc]
         assert await _row(db_pool, w1) == {"status": "succeeded", "ended_by": None}
         # e2 was started with a 6 s delay: past its 2 s start deadline when it first ran.
         assert await _row(db_pool, w2) == {"status": "timed_out", "ended_by": "timeout:start"}
