@@ -55,3 +55,10 @@ TASK_OUTCOMES: tuple[str, ...] = tuple(
 )
 # What a workflow may ask set_task_state for: a duplicate is decided by the claim.
 TASK_TRANSITIONS: tuple[str, ...] = tuple(s.value for s in TaskStatus if s != TaskStatus.DUPLICATE)
+# The run outcomes that free the run's place in its flow.ordered line (a failure holds
+# it): workers/flow/order_store.py closes on them, the flow_order_open view (migration
+# 0019) reads them, router/flow/order.py prunes by them.
+FREES_ORDER_LINE: tuple[str, ...] = tuple(
+    s.value
+    for s in (RunStatus.SUCCEEDED, RunStatus.CANCELLED, RunStatus.TIMED_OUT, RunStatus.SKIPPED)
+)

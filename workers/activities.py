@@ -270,8 +270,11 @@ class RunActivities:
                 self._pool, inp.task_id, inp.run_id, inp.spec, running=claim_running
             )
         else:
+            error = inp.error
+            if inp.status == TaskStatus.CANCELLED and not error:
+                error = f"cancelled: {await store.run_end_reason(self._pool, inp.run_id)}"
             found = await store.advance_task(
-                self._pool, inp.task_id, inp.status, inp.error, inp.run_tasks
+                self._pool, inp.task_id, inp.status, error, inp.run_tasks
             )
             if found is None and inp.status == TaskStatus.FAILED:
                 # Its claim was refused for good (a data error): no row was written, and

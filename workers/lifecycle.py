@@ -159,8 +159,9 @@ async def guarded(
     task = asyncio.ensure_future(body)
     try:
         why = await _watch(task, t, clock)
-    except asyncio.CancelledError:  # Temporal cancelled the run: the body stops too
-        await _stop(task, None)
+    except asyncio.CancelledError:  # Temporal cancelled the run: the body stops too,
+        # forwarding the request's reason to the task children it cancels.
+        await _stop(task, workflow.cancellation_reason() or None)
         raise
     if why is None:
         return await task

@@ -197,6 +197,19 @@ async def finish_run(pool: asyncpg.Pool, run_id: str, status: str) -> bool:
     return bool(row)
 
 
+async def run_end_reason(pool: asyncpg.Pool, run_id: str) -> str:
+    """Why the run is being ended, for its cancelled tasks' rows: its ``ended_by`` once
+    written, else the router's recorded cancel request (``cancel_on:<event_id>``), else
+    a generic reason (a cancellation from the Temporal UI or CLI names none)."""
+    reason = await pool.fetchval(
+        "SELECT COALESCE(r.ended_by, c.ended_by) FROM activity_runs r"
+        " LEFT JOIN flow_cancel_requests c ON c.workflow_id = r.workflow_id"
+        " WHERE r.run_id = $1",
+        uuid.UUID(run_id),
+    )
+    return str(reason) if reason else "cancellation requested"
+
+
 async def end_run(
     pool: asyncpg.Pool, run: RunActivityInput, status: str, ended_by: str | None
 ) -> tuple[str, str | None, bool]:

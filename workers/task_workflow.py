@@ -84,8 +84,10 @@ class TaskInstanceWorkflow(PausableTask):
         except BaseException as exc:
             if not _cancelled(exc):
                 raise
-            reason = workflow.cancellation_reason() or "cancellation requested"
-            await self._state(inp, TaskStatus.CANCELLED, f"cancelled: {reason}")
+            # The parent forwards its own reason (a timeout's); a run cancelled through
+            # Temporal gives its child none, and the step names the run's request.
+            reason = workflow.cancellation_reason()
+            await self._state(inp, TaskStatus.CANCELLED, f"cancelled: {reason}" if reason else None)
             raise
 
     async def _run(self, inp: TaskInstanceInput) -> TaskInstanceResult:

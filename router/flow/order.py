@@ -34,6 +34,7 @@ import asyncpg
 from pipeline import db
 from router.flow.keys import FlowKeys
 from schemas.errors import IngestError
+from schemas.status import FREES_ORDER_LINE
 from schemas.workflow_io import RunActivityInput
 
 CONTROL = "ordered"
@@ -98,12 +99,18 @@ class OrderLines:
         return int(status.split()[-1])
 
     async def prune(self, retention_days: float) -> int:
-        """Closed places older than the ledger's retention (open ones hold their line)."""
+        """Closed places older than the ledger's retention: closed by ``done_at``, or by
+        their run's row, which ended in a way that frees the line (a run ended by a path
+        that does not know lines, e.g. a cancel, leaves ``done_at`` unset). A failed
+        run's place holds its line and is kept until it is released."""
         return await db.prune_older_than(
             self.pool,
-            "DELETE FROM flow_order_places WHERE done_at IS NOT NULL"
-            " AND done_at < now() - make_interval(secs => $1)",
+            "DELETE FROM flow_order_places p WHERE p.done_at < now() - make_interval(secs => $1)"
+            " OR (p.done_at IS NULL AND EXISTS (SELECT 1 FROM activity_runs r"
+            "  WHERE r.run_id = p.run_id AND r.status = ANY($2::text[])"
+            "  AND r.finished_at < now() - make_interval(secs => $1)))",
             retention_days,
+            list(FREES_ORDER_LINE),
         )
 
 

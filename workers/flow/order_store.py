@@ -16,16 +16,11 @@ from dataclasses import dataclass
 
 import asyncpg
 
-from schemas.status import RunStatus
+from schemas.status import FREES_ORDER_LINE
 from schemas.workflow_io import OrderPlace
 
 # The run outcomes that free the run's place in its line (a failure holds it).
-FREES_LINE: tuple[str, ...] = (
-    RunStatus.SUCCEEDED,
-    RunStatus.CANCELLED,
-    RunStatus.TIMED_OUT,
-    RunStatus.SKIPPED,
-)
+FREES_LINE: tuple[str, ...] = FREES_ORDER_LINE
 
 
 @dataclass(frozen=True)

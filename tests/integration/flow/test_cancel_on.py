@@ -117,6 +117,8 @@ async def test_a_cancel_event_cancels_a_running_task_and_a_delayed_run(
             "SELECT status, last_error FROM task_instances WHERE run_id = $1::uuid", run1
         )
         assert [r["status"] for r in task_rows] == ["cancelled"]
+        # Its parent gives the child no reason: the step names the router's request.
+        assert task_rows[0]["last_error"] == f"cancelled: cancel_on:c1-{tag}"
         assert str(ids.run_id_for(wid["e2"])) not in blocker.entered  # never ran
         assert await _status(temporal, wid["e3"]) == WorkflowExecutionStatus.RUNNING
 

@@ -1,4 +1,4 @@
-"""flow_decide (migration 0008) on real PostgreSQL with a fake clock: the GCRA math of
+"""flow_decide (migrations 0008, 0018) on real PostgreSQL with a fake clock: the GCRA math of
 throttle and rate_limit, the recorded decision a redelivery gets back, singleton holders."""
 
 from __future__ import annotations
@@ -24,7 +24,9 @@ async def decide(
     key: str = "",
 ):
     return await pool.fetchrow(
-        "SELECT * FROM flow_decide($1, $2, 'e', $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
+        # NULL: p_cx_key (cancel_on's match keys, migration 0018).
+        "SELECT * FROM flow_decide($1, $2, 'e', $3, $4, $5, $6, $7, $8, $9, $10, $11, $12,"
+        " NULL, $13)",
         wid,
         aid,
         key if rate else None,

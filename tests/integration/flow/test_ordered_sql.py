@@ -108,3 +108,31 @@ async def test_the_view_frees_a_line_on_exactly_the_statuses_the_worker_lists(db
     sql = await db_pool.fetchval("SELECT pg_get_viewdef('flow_order_open'::regclass)")
     for status in ("succeeded", "cancelled", "timed_out", "skipped", "failed", "running", "held"):
         assert (f"'{status}'" in sql) == (status in order_store.FREES_LINE), status
+
+
+async def test_prune_keeps_open_lines_and_drops_old_places_closed_either_way(db_pool):
+    """Retention: a place closed by ``done_at`` or by its run's row (a cancel, which
+    leaves ``done_at`` unset) goes once it is older than the retention; a failed run's
+    place and a recent one stay."""
+    aid = str(uuid.uuid4())
+    lines = OrderLines(db_pool)
+    runs = [_run(aid, f"p{i}") for i in range(4)]
+    await lines.assign([PlaceRequest(r, "k") for r in runs])
+    old = "now() - interval '10 days'"
+    for run, status in zip(runs[:3], ("cancelled", "failed", "cancelled"), strict=True):
+        await db_pool.execute(
+            "INSERT INTO activity_runs (run_id, activity_id, workflow_id, trigger_kind,"
+            " status, finished_at) VALUES ($1::uuid, $2::uuid, $3, 'event', $4,"
+            f" CASE WHEN $5 THEN {old} ELSE now() END)",
+            run.run_id, aid, run.workflow_id, status, run is not runs[2],
+        )  # fmt: skip
+    await order_store.close(db_pool, runs[3].run_id, "succeeded")
+    await db_pool.execute(
+        f"UPDATE flow_order_places SET done_at = {old} WHERE workflow_id = $1",
+        runs[3].workflow_id,
+    )
+    assert await lines.prune(retention_days=7) == 2
+    left = await db_pool.fetch(
+        "SELECT workflow_id FROM flow_order_places WHERE activity_id = $1::uuid", aid
+    )
+    assert {r["workflow_id"] for r in left} == {runs[1].workflow_id, runs[2].workflow_id}

@@ -49,7 +49,8 @@ async def test_a_run_delayed_past_its_start_timeout_times_out_before_any_task(
 ):
     tag = uuid.uuid4().hex[:8]
     etype, group = f"ts.{tag}", f"ts-{tag}"
-    flow = {"throttle": {"limit": 1, "period": "6s"}, "timeouts": {"start": "2s"}}
+    # 4 s: room for e1's first task to start on a loaded machine (it must not time out).
+    flow = {"throttle": {"limit": 1, "period": "10s"}, "timeouts": {"start": "4s"}}
     ran: list[str] = []
 
     async def visit(ctx: TaskContext) -> None:
@@ -66,7 +67,7 @@ async def test_a_run_delayed_past_its_start_timeout_times_out_before_any_task(
         for wid in (w1, w2):
             await eventually(lambda wid=wid: _closed(temporal, wid), 40, wid)  # type: ignore[misc]
         assert await _row(db_pool, w1) == {"status": "succeeded", "ended_by": None}
-        # e2 was started with a 6 s delay: past its 2 s start deadline when it first ran.
+        # e2 was started with a 10 s delay: past its 4 s start deadline when it first ran.
         assert await _row(db_pool, w2) == {"status": "timed_out", "ended_by": "timeout:start"}
         result = await temporal.get_workflow_handle(w2).result()
         assert result["status"] == "timed_out"

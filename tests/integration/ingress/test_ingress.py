@@ -75,15 +75,16 @@ async def test_ingress_stamps_keys_and_dead_letters(cfg, topics, stack) -> None:
         code = await asyncio.wait_for(task, 30)
     assert code == 0
 
-    # every good message exactly once, stamped as expected, keyed by its event_id
+    # every good message exactly once, stamped as expected, keyed by its raw key (a
+    # keyless one by its event_id)
     assert len(events) == len(GOOD)
     by_source = {dict(m.headers)["ingress_source"].decode(): m for m in events}
-    for (_key, _value, headers, _p, expected), (part, off) in zip(GOOD, coords, strict=False):
+    for (key, _value, headers, _p, expected), (part, off) in zip(GOOD, coords, strict=False):
         msg = by_source[f"{topics.raw}/{part}/{off}"]
         doc = orjson.loads(msg.value)
         want = expected or source_event_id(topics.raw, part, off)
         assert doc["event_id"] == want
-        assert msg.key == want.encode()
+        assert msg.key == (key if key is not None else want.encode())
         h = dict(msg.headers)
         assert h["ingress_stamp"] == (b"source" if expected is None else b"existing")
         for name, v in headers:
