@@ -25,7 +25,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse
 from pydantic import BaseModel, Field
 from temporalio.client import Client
 
-from ops import activity_hold, approvals, dlq, gauges, store, tasks
+from ops import activity_hold, approvals, dlq, flow_release, gauges, store, tasks
 from ops.auth import TokenGuard
 from ops.errors import ApiError, BadField, NotFound
 from ops.models import (
@@ -221,6 +221,7 @@ def _api(deps: OpsDeps) -> APIRouter:
 
     approvals.add_routes(api, deps)  # /api/approvals, /api/tasks/{id}/decision (ops.approvals)
     activity_hold.add_routes(api, deps)  # /api/activities, .../pause, .../resume
+    flow_release.add_routes(api, deps)  # /api/flow/{activity}/release
 
     @api.get("/permits", response_model=PermitList, responses=errors(503))
     async def permits(resource: str | None = None) -> dict[str, Any]:

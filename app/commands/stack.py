@@ -37,6 +37,7 @@ def _run(args: argparse.Namespace) -> int:
         args.kafka_nodes,
         _app_topics(),
         tracing=args.tracing,
+        proxied=bool(args.proxied),
     )
 
 
@@ -82,6 +83,14 @@ def _flags(p: argparse.ArgumentParser) -> None:
             "memory: OTLP gRPC 127.0.0.1:4317, HTTP :4318, query API and page :16686 "
             "(INGEST_STACK_JAEGER_*_PORT); a Temporal it starts exports its own spans "
             "to it; status/down find a started one by themselves"
+        ),
+    )
+    p.add_argument(
+        "--proxied",
+        action="store_true",
+        help=(
+            "build: Toxiproxy too (INGEST_STACK_TOXIPROXY_*), the TCP proxy that network-"
+            "fault tests put in front of a service (docs/local-stack.md)"
         ),
     )
 

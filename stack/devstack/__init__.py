@@ -12,6 +12,8 @@ calls :mod:`devstack.manager`.
   (the real server on PostgreSQL), :mod:`devstack.temporal_build` (``go install``).
 * PostgreSQL: :mod:`devstack.postgres`.
 * Traces (``up --tracing``): :mod:`devstack.jaeger` (Jaeger, built once from source).
+* Network faults: :mod:`devstack.toxiproxy` (Toxiproxy, built once from source, and a
+  client of its API; ``build --proxied``).
 * :mod:`devstack.procs` and :mod:`devstack.service`: processes with pid files and logs,
   and what every service offers.
 """

@@ -31,7 +31,7 @@ from pathlib import Path
 
 import yaml
 
-from devstack.procs import StackError, port_open, port_owner, wait_for
+from devstack.procs import port_open, wait_for
 from devstack.service import Service
 from devstack.settings import HOST, StackSettings
 from devstack.temporal_build import require_go, run_go
@@ -218,13 +218,7 @@ class Jaeger(Service):
         if self.already_running("Jaeger"):
             return "already running"
         for setting in PORT_SETTINGS:
-            port = getattr(self.cfg, setting)
-            if port_open(HOST, port):
-                owner = port_owner(port)
-                raise StackError(
-                    f"port {port} (INGEST_STACK_{setting.upper()}) is taken"
-                    f"{f' by pid {owner}' if owner else ''}; free it or move Jaeger's port"
-                )
+            self.require_free(setting, "Jaeger")
         binary = self.binary()
         self.home.mkdir(parents=True, exist_ok=True)
         conf = self.home / "config.yaml"

@@ -17,6 +17,7 @@ from devstack.procs import StackError
 from devstack.settings import HOST, StackSettings
 from devstack.temporal import Temporal
 from devstack.temporal_server import TemporalServer
+from devstack.toxiproxy import Toxiproxy
 from pipeline.settings import build
 
 Services = list[tuple[str, Kafka | KafkaCluster | Temporal | TemporalServer | Postgres | Jaeger]]
@@ -172,9 +173,11 @@ def run(
     kafka_nodes: int | None = None,
     extra_topics: Sequence[str] = (),
     tracing: bool | None = None,
+    proxied: bool = False,
 ) -> int:
     """``ingest stack ACTION``; ``extra_topics``: the application's topics ``up`` creates too;
-    ``tracing``: True starts Jaeger too (None: ``INGEST_STACK_TRACING`` decides)."""
+    ``tracing``: True starts Jaeger too (None: ``INGEST_STACK_TRACING`` decides);
+    ``proxied``: ``build`` builds Toxiproxy too."""
     # A bad INGEST_STACK_* value: one line naming it.
     cfg = build(StackSettings, temporal=temporal, tracing=tracing or None)
     if action == "up":
@@ -182,19 +185,22 @@ def run(
     if action == "down":
         return down(cfg)
     if action == "build":
-        return build_server(cfg)
+        return build_server(cfg, proxied=proxied)
     return status(cfg)
 
 
-def build_server(cfg: StackSettings) -> int:
+def build_server(cfg: StackSettings, proxied: bool = False) -> int:
     """Build what the stack builds from source, once (a cached build is reused): the
     real Temporal server's binaries, and Jaeger (the test suite's traces need it
-    whether or not ``INGEST_STACK_TRACING`` is set)."""
+    whether or not ``INGEST_STACK_TRACING`` is set); with ``proxied``, Toxiproxy too."""
     try:
         bins = TemporalServer(cfg).binaries()
         print(f"{'temporal':9} {'ready':24} server {bins.version}: {bins.server.parent}")
         jaeger = Jaeger(cfg).binary()
         print(f"{'jaeger':9} {'ready':24} Jaeger {cfg.jaeger_version}: {jaeger}")
+        if proxied:
+            toxi = Toxiproxy(cfg).binary()
+            print(f"{'toxiproxy':9} {'ready':24} Toxiproxy {cfg.toxiproxy_version}: {toxi}")
     except StackError as exc:
         print(f"build: FAILED: {exc}", file=sys.stderr)
         return 1

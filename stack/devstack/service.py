@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
-from devstack.procs import Proc, port_open, wait_for
+from devstack.procs import Proc, StackError, port_open, port_owner, wait_for
 from devstack.settings import HOST, StackSettings
 
 
@@ -39,6 +39,17 @@ class Service:
             wait_for(self.answering, what, self.proc, 60)
             return True
         return False
+
+    def require_free(self, setting: str, what: str) -> None:
+        """Raise StackError naming ``INGEST_STACK_<SETTING>`` (and its owner) when the
+        port of ``setting`` is taken: a service about to start must not share it."""
+        port = getattr(self.cfg, setting)
+        if port_open(HOST, port):
+            owner = port_owner(port)
+            raise StackError(
+                f"port {port} (INGEST_STACK_{setting.upper()}) is taken"
+                f"{f' by pid {owner}' if owner else ''}; free it or move {what}'s port"
+            )
 
     @property
     def home(self) -> Path:

@@ -68,6 +68,11 @@ class StackSettings(BaseSettings):
     # A built jaeger-ui (its folder with index.html): a Go-built binary embeds no web
     # assets and serves a placeholder page at / (the query API works either way).
     jaeger_ui_assets: Path | None = None
+    # Network faults (stack/devstack/toxiproxy.py): Shopify's Toxiproxy, built once like
+    # Jaeger (`ingest stack build --proxied`), its HTTP API on 127.0.0.1:toxiproxy_port.
+    toxiproxy_version: str = Field("2.5.0", pattern=r"^\d+\.\d+\.\d+$")
+    toxiproxy_cache: Path = Path("~/.cache/ingest/toxiproxy")
+    toxiproxy_port: int = Field(8474, ge=1, le=65535)
 
     @field_validator("temporal_dynamic_config")
     @classmethod

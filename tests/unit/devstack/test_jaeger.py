@@ -269,7 +269,7 @@ def test_the_tracing_flag_reaches_the_manager(
 
     monkeypatch.setattr(manager, "run", fake_run)
     assert main(["stack", "up", *argv]) == 0
-    assert seen == {"action": "up", "tracing": tracing}
+    assert seen == {"action": "up", "tracing": tracing, "proxied": False}
 
 
 @pytest.mark.parametrize(
