@@ -93,9 +93,12 @@ async def test_a_cancel_event_cancels_a_running_task_and_a_delayed_run(
              db.event(etype, f"e3-{tag}", order="o2")],
         )  # fmt: skip
         assert s.started == 3
-        run1 = str(ids.run_id_for(wid["e1"]))
-        await eventually(lambda: _true(run1 in blocker.entered), 30, "e1's task to start")
-        # e2 waits in its throttle delay (60 s); o1's cancel reaches both.
+        # e1 and e2 are decided concurrently: either takes o1's slot, the other waits.
+        o1 = {str(ids.run_id_for(wid[e])): e for e in ("e1", "e2")}
+        await eventually(lambda: _true(bool(o1.keys() & set(blocker.entered))), 30, "o1's task")
+        run1 = next(r for r in blocker.entered if r in o1)
+        waiting = wid["e2" if o1[run1] == "e1" else "e1"]
+        # The other waits in its throttle delay (60 s); o1's cancel reaches both.
         s = await _route(
             cfg, temporal, db_pool, group, [db.event(f"cx.{tag}", f"c1-{tag}", order="o1")]
         )
@@ -119,7 +122,7 @@ async def test_a_cancel_event_cancels_a_running_task_and_a_delayed_run(
         assert [r["status"] for r in task_rows] == ["cancelled"]
         # Its parent gives the child no reason: the step names the router's request.
         assert task_rows[0]["last_error"] == f"cancelled: cancel_on:c1-{tag}"
-        assert str(ids.run_id_for(wid["e2"])) not in blocker.entered  # never ran
+        assert str(ids.run_id_for(waiting)) not in blocker.entered  # never ran
         assert await _status(temporal, wid["e3"]) == WorkflowExecutionStatus.RUNNING
 
         # A run of o1 decided after the cancel, then the cancel event again (a replay):
@@ -135,12 +138,15 @@ async def test_a_cancel_event_cancels_a_running_task_and_a_delayed_run(
         assert (await _run(db_pool, wid["e4"]) or {}).get("status") in (None, "running")
 
         # The cancelled run's trigger again: the ledger and REJECT_DUPLICATE stop it.
-        s = await _route(cfg, temporal, db_pool, group, [db.event(etype, f"e1-{tag}", order="o1")])
+        ran = o1[run1]  # the run that had a task in progress
+        s = await _route(
+            cfg, temporal, db_pool, group, [db.event(etype, f"{ran}-{tag}", order="o1")]
+        )
         assert (s.started, s.ledger_duplicates) == (0, 1)
         try:
             await start_run(
                 temporal,
-                RunActivityInput.for_event(aid, f"e1-{tag}", {"data": {"order": "o1"}}),
+                RunActivityInput.for_event(aid, f"{ran}-{tag}", {"data": {"order": "o1"}}),
                 cfg.temporal.task_queue,
             )
             raise AssertionError("a cancelled run's id was started again")

@@ -179,7 +179,10 @@ async def test_the_last_task_finishes_the_run_and_the_parent_writes_no_more(
     assert (row["status"], row["tasks_succeeded"]) == ("succeeded", 4)
     rows = await tasks(db_pool, run.run_id)
     assert {r["status"] for r in rows} == {"succeeded"}
-    assert row["finished_at"] >= max(r["updated_at"] for r in rows)
+    # Same statement, same transaction time: the run's finished_at is the updated_at of
+    # the task whose success finished it. (Not the latest updated_at: a task statement
+    # that waited on the run's row lock carries its earlier transaction start time.)
+    assert row["finished_at"] in {r["updated_at"] for r in rows}
     children = [
         await temporal.get_workflow_handle(r["id"], result_type=TaskInstanceResult).result()
         for r in rows
