@@ -35,7 +35,11 @@ FLAGS = {
         Flag(
             "--task-queue", "temporal__task_queue", "workers' task queue (env TEMPORAL_TASK_QUEUE)"
         ),
-        Flag("--database-url", "database__url", "PostgreSQL DSN (env DATABASE_URL)"),
+        Flag(
+            "--database-url",
+            "database__url",
+            "PostgreSQL DSN without a password (env DATABASE_URL; password: .pgpass or PGPASSWORD)",
+        ),
         Flag(
             "--bootstrap-servers",
             "kafka__bootstrap_servers",
@@ -65,5 +69,13 @@ def add_flags(p: argparse.ArgumentParser, *names: str, **helps: str) -> None:
 
 
 def overrides(args: argparse.Namespace, *names: str) -> dict[str, Any]:
-    """The settings overrides (``section__field=value``) of the shared flags ``names``."""
-    return {FLAGS[name].setting: getattr(args, name) for name in names}
+    """The settings overrides (``section__field=value``) of the shared flags ``names``.
+
+    A ``--database-url`` that carries a password is refused (``ConfigError``: exit 2,
+    one line): ``ps`` and shell history would show it; DATABASE_URL or .pgpass keep it.
+    """
+    from pipeline.db import refuse_password_on_command_line
+
+    found = {FLAGS[name].setting: getattr(args, name) for name in names}
+    refuse_password_on_command_line(found.get("database__url"))
+    return found

@@ -7,7 +7,8 @@ code: :mod:`definitions.pause`, :func:`scheduler.sync.ensure_one`).
 * ``POST /api/activities/{activity}/resume`` ``{"actor", "skip_held"}``: clears the
   pause, then wakes the held runs oldest trigger first (or records them skipped).
 
-``{activity}`` is the id or the name. The token names no person: ``actor`` says who.
+``{activity}`` is the id or the name. Who acts is the request's identity
+(``ops.auth.acting``): an ``actor`` naming anyone else answers 403.
 A cron activity's schedule follows the pause; when Temporal does not answer the pause
 is still recorded (the worker holds the runs) and the answer says ``schedule: null``.
 """
@@ -15,15 +16,17 @@ is still recorded (the worker holds the runs) and the answer says ``schedule: nu
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Annotated, Any, Protocol
 
 import asyncpg
-from fastapi import APIRouter
+from fastapi import APIRouter, Depends
 from pydantic import BaseModel, Field
 from temporalio.client import Client
 
 from definitions import pause
+from ops.auth import acting, identity
 from ops.errors import NotFound, Unavailable, no_answer
+from ops.identity import Identity
 from ops.models import errors
 from pipeline.settings import Settings
 
@@ -38,12 +41,18 @@ class Deps(Protocol):  # ops.app.OpsDeps
 
 
 class PauseBody(BaseModel):
-    actor: str = Field("operator", min_length=1, max_length=200)
+    actor: str | None = Field(
+        None, min_length=1, max_length=200,
+        description="leave out: the server records who you are; another name answers 403",
+    )  # fmt: skip
     reason: str | None = Field(None, max_length=2000)
 
 
 class ResumeBody(BaseModel):
-    actor: str = Field("operator", min_length=1, max_length=200)
+    actor: str | None = Field(
+        None, min_length=1, max_length=200,
+        description="leave out: the server records who you are; another name answers 403",
+    )  # fmt: skip
     skip_held: bool = Field(False, description="record the held runs skipped: no task runs")
 
 
@@ -118,20 +127,26 @@ def add_routes(api: APIRouter, deps: Deps) -> None:
 
     @api.post("/activities/{activity}/pause", response_model=PauseResult,
               responses=errors(404))  # fmt: skip
-    async def pause_activity(activity: str, body: PauseBody) -> dict[str, Any]:
+    async def pause_activity(
+        activity: str, body: PauseBody, who: Annotated[Identity, Depends(identity)]
+    ) -> dict[str, Any]:
         """Hold the activity: its new runs are recorded held and start no task."""
+        actor = acting(who, body.actor, "actor")
         act = await _activity(deps, activity)
-        got = await pause.pause(deps.pool, act, body.actor, body.reason)
+        got = await pause.pause(deps.pool, act, actor, body.reason)
         return {"activity_id": act.id, "changed": got.changed, "paused_at": got.paused_at,
                 "paused_by": got.paused_by, "reason": got.reason, "held_runs": got.held,
                 "schedule": await _schedule(deps, act)}  # fmt: skip
 
     @api.post("/activities/{activity}/resume", response_model=ResumeResult,
               responses=errors(404, 503))  # fmt: skip
-    async def resume_activity(activity: str, body: ResumeBody) -> dict[str, Any]:
+    async def resume_activity(
+        activity: str, body: ResumeBody, who: Annotated[Identity, Depends(identity)]
+    ) -> dict[str, Any]:
         """Clear the pause; wake the held runs oldest trigger first (or skip them)."""
+        actor = acting(who, body.actor, "actor")
         act = await _activity(deps, activity)
-        got = await pause.resume(deps.pool, act, body.actor, skip_held=body.skip_held)
+        got = await pause.resume(deps.pool, act, actor, skip_held=body.skip_held)
         schedule = await _schedule(deps, act)
         try:
             sent, gone = await pause.signal_held(deps.client, got.skipped + got.held)

@@ -1,9 +1,14 @@
 """The ops API (FastAPI) and the console page it serves.
 
-Every ``/api`` route needs ``Authorization: Bearer <INGEST_OPS_TOKEN>``
-(``ops.auth``). Unauthenticated: ``/`` (the console page: static, it holds no
-data and asks for the token), ``/healthz``, ``/readyz``, and the OpenAPI schema
-and docs (``/openapi.json``, ``/docs``: the API's shape, no data). Errors answer
+``ops.guard`` wraps the whole app: it checks ``Host``, authenticates every ``/api``
+route (a bearer token: the shared ``INGEST_OPS_TOKEN`` or a person's; or an
+authenticating proxy's header, ``ops.identity``) before any body is read, refuses a
+non-JSON write (415) and a body over ``INGEST_OPS_MAX_BODY_BYTES`` (413), and adds the
+security headers (``ops.headers``). Who acts (a fix's ``actor``, a decision's ``by``)
+comes from that identity (``GET /api/whoami``), never from the request.
+Unauthenticated: ``/`` (the console page: static, it holds no data and asks for the
+token), ``/auth``, ``/healthz``, ``/readyz``, the OpenAPI schema (``/openapi.json``: the
+API's shape, no data) and, with ``INGEST_OPS_API_DOCS=1``, ``/docs``. Errors answer
 ``{"detail": ..., "field": ...}`` (``ops.models.ErrorBody``): 400 names the bad field,
 404 the unknown id, 409 the state that forbids the action, 503 Temporal or a worker
 that did not answer in time, 500 anything unexpected (logged). Every answer's body is
@@ -21,13 +26,19 @@ from typing import Annotated, Any
 import asyncpg
 from fastapi import APIRouter, Depends, FastAPI, Path, Query, Request
 from fastapi.exceptions import RequestValidationError
+from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse
 from pydantic import BaseModel, Field
+from starlette.types import ASGIApp
 from temporalio.client import Client
 
 from ops import activity_hold, approvals, dlq, flow_release, gauges, store, tasks
-from ops.auth import TokenGuard
+from ops import headers as sec
+from ops.auth import acting, identity
 from ops.errors import ApiError, BadField, NotFound
+from ops.guard import FailedAuth, Guard
+from ops.identity import Authenticator, Identity, load_tokens_file, parse_networks
+from ops.json_caps import CappedJson
 from ops.models import (
     ActionResult,
     AuthInfo,
@@ -41,6 +52,7 @@ from ops.models import (
     RunList,
     TaskDetail,
     TaskList,
+    WhoAmI,
     errors,
 )
 from ops.replay_adapter import ReplayError, ReplayRequest, run_replay
@@ -51,6 +63,8 @@ from schemas.status import RunStatus, TaskStatus
 from schemas.workflow_io import FixRequest
 
 Limit = Annotated[int, Query(ge=1, le=1000)]
+Who = Annotated[Identity, Depends(identity)]
+SWAGGER_CDN = "https://cdn.jsdelivr.net"
 
 
 @dataclass(frozen=True)
@@ -62,12 +76,19 @@ class OpsDeps:
 
 
 class ActionBody(BaseModel):
-    actor: str = Field("operator", min_length=1, max_length=200)
+    actor: str | None = Field(
+        None, min_length=1, max_length=200,
+        description="leave out: the server records who you are (GET /api/whoami); "
+        "another name answers 403",
+    )  # fmt: skip
     note: str | None = Field(None, max_length=2000)
 
 
 class FixBody(ActionBody):
-    patch: Any = Field(description="JSON merge patch (RFC 7396) to the task payload")
+    patch: CappedJson = Field(
+        description="JSON merge patch (RFC 7396) to the task payload (at most 256 KiB "
+        "as JSON, 32 levels deep, no NUL)"
+    )
 
 
 class ReplayBody(BaseModel):
@@ -103,9 +124,13 @@ class ReplayBody(BaseModel):
 def _api(deps: OpsDeps) -> APIRouter:
     api = APIRouter(
         prefix="/api",
-        dependencies=[Depends(TokenGuard(deps.ops.token))],
         responses=errors(400, 401, 403, 500),  # every route: a bad argument, the token
     )
+
+    @api.get("/whoami", response_model=WhoAmI)
+    async def whoami(who: Who) -> WhoAmI:
+        """Who your credentials name: what fixes, skips, aborts and decisions record."""
+        return WhoAmI(name=who.name, kind=who.kind, person=who.person)
 
     def _linked(run: dict[str, Any]) -> dict[str, Any]:
         """The run with the link to its trace (``INGEST_OPS_TRACE_URL_TEMPLATE``)."""
@@ -169,19 +194,22 @@ def _api(deps: OpsDeps) -> APIRouter:
     acted = errors(404, 409, 503)
 
     @api.post("/tasks/{task_id}/fix", response_model=ActionResult, responses=acted)
-    async def fix(task_id: str, body: FixBody) -> dict[str, Any]:
+    async def fix(task_id: str, body: FixBody, who: Who) -> dict[str, Any]:
         """Retry the paused task with its payload merge-patched by ``patch``."""
-        return await _act(task_id, "fix", FixRequest(body.actor, body.patch, body.note))
+        actor = acting(who, body.actor, "actor")
+        return await _act(task_id, "fix", FixRequest(actor, body.patch, body.note))
 
     @api.post("/tasks/{task_id}/skip", response_model=ActionResult, responses=acted)
-    async def skip(task_id: str, body: ActionBody) -> dict[str, Any]:
+    async def skip(task_id: str, body: ActionBody, who: Who) -> dict[str, Any]:
         """Mark the paused task skipped; its run goes on."""
-        return await _act(task_id, "skip", FixRequest(body.actor, None, body.note))
+        actor = acting(who, body.actor, "actor")
+        return await _act(task_id, "skip", FixRequest(actor, None, body.note))
 
     @api.post("/tasks/{task_id}/abort", response_model=ActionResult, responses=acted)
-    async def abort(task_id: str, body: ActionBody) -> dict[str, Any]:
+    async def abort(task_id: str, body: ActionBody, who: Who) -> dict[str, Any]:
         """Fail the paused task; its run fails."""
-        return await _act(task_id, "abort", FixRequest(body.actor, None, body.note))
+        actor = acting(who, body.actor, "actor")
+        return await _act(task_id, "abort", FixRequest(actor, None, body.note))
 
     # Fields a message or a report does not have are left out, not null (the CLI's shape).
     @api.get("/dlq", response_model=DlqPeek, response_model_exclude_unset=True,
@@ -245,15 +273,65 @@ def _api(deps: OpsDeps) -> APIRouter:
     return api
 
 
-def create_app(deps: OpsDeps) -> FastAPI:
-    app = FastAPI(title="ingest ops", description=__doc__)
+class OpsApp(FastAPI):
+    """FastAPI with :class:`ops.guard.Guard` outside everything, Starlette's error
+    middleware included, so even an unexpected 500 carries the security headers."""
+
+    guard: dict[str, Any]
+
+    def build_middleware_stack(self) -> ASGIApp:
+        return Guard(super().build_middleware_stack(), **self.guard)
+
+
+def authenticator(ops: OpsSettings) -> Authenticator:
+    """The identities ``ops`` configures (the tokens file is read here: at start-up)."""
+    people = load_tokens_file(ops.tokens_file) if ops.tokens_file is not None else []
+    return Authenticator(
+        ops.token.get_secret_value().strip() if ops.token is not None else None,
+        ops.token_name,
+        people,
+        ops.identity_header,
+        parse_networks(ops.trusted_proxies),
+    )
+
+
+def create_app(deps: OpsDeps, port: int | None = None) -> FastAPI:
+    """The app; ``port`` is the one bound (the loopback ``Host`` names carry it)."""
+    ops = deps.ops
+    app = OpsApp(title="ingest ops", description=__doc__, docs_url=None, redoc_url=None)
     app.include_router(_api(deps))
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
+    page = (resources.files("ops") / "console.html").read_text()  # served as hashed
+    csp = {"/": sec.console_csp(page)}
+    public = {"/", "/auth", "/healthz", "/readyz", "/openapi.json"}
+    auth = authenticator(ops)
+    if ops.api_docs:
+        docs_page = get_swagger_ui_html(
+            openapi_url="/openapi.json", title="ingest ops: API", swagger_ui_parameters=None,
+            swagger_js_url=f"{SWAGGER_CDN}/npm/swagger-ui-dist@5/swagger-ui-bundle.js",
+            swagger_css_url=f"{SWAGGER_CDN}/npm/swagger-ui-dist@5/swagger-ui.css",
+        ).body  # fmt: skip
+        docs = bytes(docs_page).decode()
+        csp["/docs"] = sec.docs_csp(docs, SWAGGER_CDN)
+        public.add("/docs")
+
+        @app.get("/docs", response_class=HTMLResponse, include_in_schema=False)
+        async def api_docs() -> str:
+            return docs
+
+    app.guard = {
+        "auth": auth,
+        "allowed_hosts": ops.host_allowed(ops.port if port is None else port),
+        "public": frozenset(public),
+        "max_body": ops.max_body_bytes,
+        "csp": csp,
+        "failures": FailedAuth(ops.auth_failure_limit),
+    }
 
     @app.get("/auth", response_model=AuthInfo)
-    async def auth() -> AuthInfo:
-        """Unauthenticated: whether the API needs a token (the console says when not)."""
-        return AuthInfo(token_required=deps.ops.token is not None)
+    async def auth_info() -> AuthInfo:
+        """Unauthenticated: how the console signs in (a token, or a proxy's header)."""
+        return AuthInfo(token_required=not auth.proxy_identity)
 
     @app.exception_handler(ApiError)
     async def _api_error(request: Request, exc: ApiError) -> JSONResponse:
@@ -274,7 +352,7 @@ def create_app(deps: OpsDeps) -> FastAPI:
 
     @app.get("/", response_class=HTMLResponse, include_in_schema=False)
     async def console() -> str:
-        return (resources.files("ops") / "console.html").read_text()
+        return page
 
     @app.get("/healthz", response_class=PlainTextResponse, include_in_schema=False)
     async def healthz() -> str:

@@ -1,34 +1,35 @@
-"""Bearer-token authentication for every API endpoint.
+"""What the routes know of authentication: who sends the request, and the name to record.
 
-The token is compared in constant time (``hmac.compare_digest``) and never
-logged or echoed: a missing header answers 401, a wrong token 403, and neither
-response contains what was sent.
+:class:`ops.guard.Guard` authenticated the request before the body was read and put
+its :class:`ops.identity.Identity` in the ASGI scope; :func:`identity` is the route
+dependency that reads it, :func:`acting` the one rule for ``actor`` and ``by`` fields.
 """
 
 from __future__ import annotations
 
-import hmac
+from fastapi import Request
 
-from fastapi import HTTPException, Request
-from pydantic import SecretStr
+from ops.errors import ApiError, Forbidden
+from ops.guard import IDENTITY
+from ops.identity import Identity
 
 
-class TokenGuard:
-    """A FastAPI dependency; ``token=None`` (``--insecure-local`` only) lets everyone in."""
+def identity(request: Request) -> Identity:
+    """The route dependency: who sends this request (set by :class:`Guard`)."""
+    who = request.scope.get(IDENTITY)
+    if not isinstance(who, Identity):  # a route outside the guard: a bug, not a client error
+        raise ApiError("no identity for this request: it did not pass ops.guard")
+    return who
 
-    def __init__(self, token: SecretStr | None) -> None:
-        self._token = token.get_secret_value().encode() if token is not None else None
 
-    def __call__(self, request: Request) -> None:
-        if self._token is None:
-            return
-        header = request.headers.get("authorization", "")
-        scheme, _, given = header.partition(" ")
-        if scheme.lower() != "bearer" or not given.strip():
-            raise HTTPException(
-                401,
-                "missing bearer token: send Authorization: Bearer <INGEST_OPS_TOKEN>",
-                headers={"WWW-Authenticate": "Bearer"},
-            )
-        if not hmac.compare_digest(given.strip().encode(), self._token):
-            raise HTTPException(403, "invalid token")
+def acting(who: Identity, given: str | None, field: str) -> str:
+    """The name to record for ``who``. A request may repeat its own name in ``field``
+    (``actor``, ``by``), never another: that answers 403, so no client believes it acted
+    as someone its credentials do not name."""
+    if given is not None and given != who.name:
+        raise Forbidden(
+            f"{field} comes from your credentials ({who.name!r}), not the request: "
+            f"leave it out (got {given!r})",
+            field,
+        )
+    return who.name

@@ -3,7 +3,8 @@ code: :func:`router.flow.order.release`).
 
 * ``POST /api/flow/{activity}/release`` ``{"actor", "key"}`` or ``{"actor",
   "workflow_id"}``: close the head of the key's line (a failed run holding it), or the
-  place of one run, recorded ``released`` by ``actor``; then wake the run whose turn it
+  place of one run, recorded ``released`` by the request's identity (``actor`` may only
+  repeat it: ``ops.auth.acting``); then wake the run whose turn it
   is now. The released run itself is not touched.
 
 ``{activity}`` is the id or the name. 404: no such activity, or no open place to
@@ -13,15 +14,17 @@ no error: that run finds its turn on its own within 30 s (``woken: false``).
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Annotated, Any, Protocol
 
 import asyncpg
-from fastapi import APIRouter
+from fastapi import APIRouter, Depends
 from pydantic import BaseModel, Field, model_validator
 from temporalio.client import Client
 
 from definitions import pause
+from ops.auth import acting, identity
 from ops.errors import NotFound
+from ops.identity import Identity
 from ops.models import errors
 from router.flow.order import NothingToRelease, release
 
@@ -34,7 +37,10 @@ class Deps(Protocol):  # ops.app.OpsDeps
 
 
 class ReleaseBody(BaseModel):
-    actor: str = Field("operator", min_length=1, max_length=200)
+    actor: str | None = Field(
+        None, min_length=1, max_length=200,
+        description="leave out: the server records who you are; another name answers 403",
+    )  # fmt: skip
     key: str | None = Field(
         None, max_length=512, description="the line's key value ('' for no key)"
     )
@@ -58,14 +64,17 @@ class ReleaseResult(BaseModel):
 def add_routes(api: APIRouter, deps: Deps) -> None:
     @api.post("/flow/{activity}/release", response_model=ReleaseResult,
               responses=errors(400, 404))  # fmt: skip
-    async def release_line(activity: str, body: ReleaseBody) -> dict[str, Any]:
+    async def release_line(
+        activity: str, body: ReleaseBody, who: Annotated[Identity, Depends(identity)]
+    ) -> dict[str, Any]:
         """Let a blocked ordered line go on without its head (``ingest flow release``)."""
+        actor = acting(who, body.actor, "actor")
         act = await pause.find(deps.pool, activity)
         if act is None:
             raise NotFound(f"no activity (or several) with id or name {activity!r}")
         try:
             done = await release(
-                deps.pool, act.id, key=body.key, workflow_id=body.workflow_id, by=body.actor
+                deps.pool, act.id, key=body.key, workflow_id=body.workflow_id, by=actor
             )
         except NothingToRelease as exc:
             raise NotFound(str(exc)) from None

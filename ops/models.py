@@ -24,9 +24,23 @@ class ErrorBody(BaseModel):
 
 
 class AuthInfo(BaseModel):
-    """Whether ``/api`` needs a bearer token (unauthenticated: the console asks it first)."""
+    """How to sign in (unauthenticated: the console asks it first)."""
 
-    token_required: bool = Field(description="false: --insecure-local, any token signs in")
+    token_required: bool = Field(
+        description="false: an authenticating proxy names you (INGEST_OPS_IDENTITY_HEADER), "
+        "so the console tries without a token first"
+    )
+
+
+class WhoAmI(BaseModel):
+    """Who the request's credentials name: what the audit rows record for its actions."""
+
+    name: str
+    kind: Literal["shared-token", "person-token", "proxy"] = Field(
+        description="shared-token: INGEST_OPS_TOKEN; person-token: a line of "
+        "INGEST_OPS_TOKENS_FILE; proxy: INGEST_OPS_IDENTITY_HEADER from a trusted proxy"
+    )
+    person: bool = Field(description="false for the shared token: it cannot decide approvals")
 
 
 class Run(BaseModel):

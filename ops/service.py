@@ -20,6 +20,7 @@ from temporalio.client import Client
 
 from ops import gauges
 from ops.app import OpsDeps, create_app
+from ops.identity import console_url
 from ops.settings import OpsSettings
 from pipeline.clients import db_pool, temporal_client
 from pipeline.runtime import Shutdown, serve_http
@@ -39,13 +40,16 @@ class OpsServer:
 
     def __init__(self, deps: OpsDeps) -> None:
         self.deps = deps
-        config = uvicorn.Config(
-            create_app(deps), log_config=None, lifespan="off", timeout_graceful_shutdown=10
-        )
-        self._server = _Server(config)
         self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self._sock.bind((deps.ops.host, deps.ops.port))
+        try:  # built once the port is known: the loopback Host names carry it (ops.guard)
+            app = create_app(deps, port=self.port)
+        except BaseException:
+            self._sock.close()
+            raise
+        config = uvicorn.Config(app, log_config=None, lifespan="off", timeout_graceful_shutdown=10)
+        self._server = _Server(config)
         self._task: asyncio.Task[None] | None = None
 
     @property
@@ -82,8 +86,12 @@ async def run_ops(
     *,
     client: Client | None = None,
     pool: asyncpg.Pool | None = None,
+    console_token: str | None = None,
 ) -> int:
-    """Serve until ``shutdown``; returns the exit code. Raises Unreachable / OSError."""
+    """Serve until ``shutdown``; returns the exit code. Raises Unreachable / OSError.
+
+    ``console_token``: the token ``--insecure-local`` made for this process; the console
+    URL with it is printed to stdout once the API listens (never logged)."""
     client = client or await temporal_client(settings.temporal)
     own_pool = pool is None
     pool = pool or await db_pool(settings.database)
@@ -100,8 +108,12 @@ async def run_ops(
         refresher = asyncio.create_task(
             gauges.refresh_forever(pool, ops.gauge_interval_seconds, stop_gauges)
         )
-        log.info("ops API and console on %s (auth: %s)", server.url,
-                 "bearer token" if ops.token is not None else "NONE, --insecure-local")  # fmt: skip
+        log.info("ops API and console on %s (who may act: %s)", server.url, _auth_modes(ops))
+        if ops.host_allowed(server.port) is None:
+            log.warning("ops API: any Host is served: set INGEST_OPS_ALLOWED_HOSTS to its names")
+        if console_token is not None:
+            print(f"ops console (this process's token in the link): "
+                  f"{console_url(ops.host, server.port, console_token)}", flush=True)  # fmt: skip
         await shutdown.wait()
         stop_gauges.set()
         await refresher
@@ -113,3 +125,14 @@ async def run_ops(
             await pool.close()
     log.info("ops service stopped")
     return 0
+
+
+def _auth_modes(ops: OpsSettings) -> str:
+    modes = []
+    if ops.token is not None:
+        modes.append(f"the shared token as {ops.token_name!r}")
+    if ops.tokens_file is not None:
+        modes.append(f"personal tokens from {ops.tokens_file}")
+    if ops.identity_header:
+        modes.append(f"{ops.identity_header} from {ops.trusted_proxies}")
+    return "; ".join(modes) or "nobody"

@@ -1,21 +1,32 @@
 """Settings only the ops service reads (env prefix ``INGEST_OPS_``).
 
 ``INGEST_OPS_TOKEN`` is a ``SecretStr``: its ``repr`` is ``'**********'`` and it
-is never logged. Without it the service refuses to start, unless it binds to
-127.0.0.1 and was started with ``--insecure-local`` (see ``ops.service``).
+is never logged; one under 32 characters is refused. Without a token, a tokens file
+or a trusted proxy header (``ops.identity``) the service refuses to start, unless it
+binds to 127.0.0.1 and was started with ``--insecure-local``, which makes a random
+token for the process and prints the console URL with it (``app.commands.ops``).
 """
 
 from __future__ import annotations
 
 import re
 from datetime import timedelta
+from pathlib import Path
 
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from ops.identity import (
+    MIN_TOKEN_CHARS,
+    IdentityError,
+    check_name,
+    load_tokens_file,
+    parse_networks,
+)
 from pipeline.settings import _empty_secret_is_unset, build
 
 LOCALHOST = "127.0.0.1"
+LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
 MIB = 1024 * 1024
 # The smallest DLQ peek budget: room for a message as a peek shows it with every field
 # at its cap (tests/unit/ops/test_dlq_budget.py: under 56 KiB even when all of it is
@@ -33,6 +44,23 @@ class OpsSettings(BaseSettings):
     host: str = LOCALHOST
     port: int = Field(8080, ge=0, le=65535)  # 0: any free port (tests)
     token: SecretStr | None = None
+    # The identity the shared token acts as (audit rows, `by`, `actor`): it names no person.
+    token_name: str = "ops-token"
+    # Per-person tokens: lines of `name:sha256-hex-of-token` (ops.identity).
+    tokens_file: Path | None = None
+    # A header an authenticating proxy sets to the person's name (e.g. X-Forwarded-User),
+    # believed only on connections from trusted_proxies (addresses or networks, commas).
+    identity_header: str | None = None
+    trusted_proxies: str = ""
+    # Host header values accepted (commas; `name` or `name:port`; `*`: any). Empty: the
+    # loopback names with the service's port when it binds to 127.0.0.1, else any.
+    allowed_hosts: str = ""
+    # The most bytes of a request body, enforced as it streams (413), in every mode.
+    max_body_bytes: int = Field(MIB, ge=1024, le=64 * MIB)
+    # Swagger UI on /docs (its scripts come from cdn.jsdelivr.net); off by default.
+    api_docs: bool = False
+    # Wrong tokens from one address in a minute before it is answered 429 (0: no limit).
+    auth_failure_limit: int = Field(20, ge=0)
     # How often the pending-fix gauges are recomputed from the database.
     gauge_interval_seconds: float = Field(15.0, gt=0)
     # A DLQ peek reads at most this many messages per partition.
@@ -87,6 +115,52 @@ class OpsSettings(BaseSettings):
         classmethod(lambda cls, v: _empty_secret_is_unset(v))
     )
 
+    @field_validator("token")
+    @classmethod
+    def _long_token(cls, v: SecretStr | None) -> SecretStr | None:
+        if v is not None and len(v.get_secret_value().strip()) < MIN_TOKEN_CHARS:
+            raise ValueError(
+                f"INGEST_OPS_TOKEN must be at least {MIN_TOKEN_CHARS} characters "
+                "(e.g. openssl rand -hex 24)"
+            )
+        return v
+
+    @field_validator("token_name")
+    @classmethod
+    def _token_name(cls, v: str) -> str:
+        problem = check_name(v)
+        if problem is not None:
+            raise ValueError(f"the name is {problem}")
+        return v
+
+    @field_validator("identity_header", mode="before")
+    @classmethod
+    def _blank_header(cls, v: object) -> object:
+        return (v.strip() or None) if isinstance(v, str) else v
+
+    @field_validator("trusted_proxies")
+    @classmethod
+    def _proxies(cls, v: str) -> str:
+        try:
+            parse_networks(v)
+        except IdentityError as exc:
+            raise ValueError(str(exc)) from None
+        return v
+
+    def host_allowed(self, port: int) -> frozenset[str] | None:
+        """The ``Host`` values accepted, lower-case (None: any): ``name:port`` matches that
+        port only, a bare ``name`` any port. ``port`` is the one the service bound."""
+        names = [h.strip().lower() for h in self.allowed_hosts.split(",") if h.strip()]
+        if "*" in names:
+            return None
+        if names:
+            return frozenset(names)
+        if self.host not in (LOCALHOST, "localhost", "::1"):
+            return None
+        if port == 0:  # not bound yet (an app built without a server): any port
+            return frozenset(LOOPBACK_NAMES)
+        return frozenset(f"{name}:{port}" for name in LOOPBACK_NAMES)
+
 
 def load_ops_settings(**overrides: object) -> OpsSettings:
     """Environment plus non-None CLI overrides; :class:`ConfigError` names the variable."""
@@ -94,14 +168,37 @@ def load_ops_settings(**overrides: object) -> OpsSettings:
 
 
 def startup_problem(cfg: OpsSettings, insecure_local: bool) -> str | None:
-    """Why the service must not start with these settings (None: it may)."""
-    if cfg.token is not None:
-        return None
-    if not insecure_local:
+    """Why the service must not start with these settings (None: it may).
+
+    ``--insecure-local`` is not a mode without a secret: ``ingest ops`` makes a random
+    token for the process when none is set. It only requires the loopback binding and
+    the loopback ``Host`` names."""
+    if cfg.identity_header and not cfg.trusted_proxies.strip():
         return (
-            "INGEST_OPS_TOKEN is not set: every endpoint needs a bearer token. Set it, "
-            f"or bind to {LOCALHOST} and pass --insecure-local for a local session"
+            "INGEST_OPS_IDENTITY_HEADER needs INGEST_OPS_TRUSTED_PROXIES (the addresses of "
+            "the proxy that sets it): from anyone else the header would be believed"
         )
-    if cfg.host != LOCALHOST:
-        return f"--insecure-local needs INGEST_OPS_HOST={LOCALHOST} (got {cfg.host})"
+    if cfg.tokens_file is not None:
+        try:
+            people = load_tokens_file(cfg.tokens_file)
+        except IdentityError as exc:
+            return f"INGEST_OPS_TOKENS_FILE: {exc}"
+        if any(name == cfg.token_name for name, _ in people):
+            return f"INGEST_OPS_TOKENS_FILE names {cfg.token_name!r}, the shared token's name"
+    if insecure_local:
+        if cfg.host != LOCALHOST:
+            return f"--insecure-local needs INGEST_OPS_HOST={LOCALHOST} (got {cfg.host})"
+        if cfg.allowed_hosts.strip():
+            return (
+                "--insecure-local accepts only 127.0.0.1 and localhost as Host: "
+                "unset INGEST_OPS_ALLOWED_HOSTS"
+            )
+        return None
+    if cfg.token is None and cfg.tokens_file is None and not cfg.identity_header:
+        return (
+            "INGEST_OPS_TOKEN is not set: every endpoint needs a bearer token. Set it "
+            "(or INGEST_OPS_TOKENS_FILE, or INGEST_OPS_IDENTITY_HEADER), or bind to "
+            f"{LOCALHOST} and pass --insecure-local for a local session with a token "
+            "made for the process"
+        )
     return None

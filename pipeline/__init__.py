@@ -4,7 +4,11 @@
   :mod:`pipeline.metrics` (the shared metrics and the helpers every feature's own
   metrics use), :mod:`pipeline.runtime` (signals, health and metrics HTTP).
 * Clients: :mod:`pipeline.clients` (Kafka, Temporal, PostgreSQL), :mod:`pipeline.kafka`
-  (aiokafka clients, DLQ headers, the retriable test), :mod:`pipeline.db` (pools, migrations).
+  (aiokafka clients, DLQ headers, the retriable test), :mod:`pipeline.kafka_oauth` (SASL
+  OAUTHBEARER token providers), :mod:`pipeline.db` (pools, migrations, DSN redaction).
+* Payload encryption: :mod:`pipeline.codec` (the AES-256-GCM payload codec and the
+  converter every Temporal client uses), :mod:`pipeline.codec_keys` (its ``INGEST_CODEC_*``
+  settings and keys; docs/security.md).
 * Shared logic: :mod:`pipeline.starter` (the one starter of ``RunActivityWorkflow``),
   :mod:`pipeline.offsets` (the router's contiguous commit point), :mod:`pipeline.retry`
   (the one backoff and the one RetryPolicy), :mod:`pipeline.rebalance` (the consumer

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 from datetime import timedelta
 
 import asyncpg
@@ -15,9 +16,14 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from temporalio.client import Client
 from temporalio.service import TLSConfig
 
-from pipeline import db, tracing
-from pipeline.settings import DatabaseSettings, KafkaSettings, Settings, TemporalSettings
-from schemas.converter import DATA_CONVERTER
+from pipeline import codec, db, tracing
+from pipeline.settings import (
+    ConfigError,
+    DatabaseSettings,
+    KafkaSettings,
+    Settings,
+    TemporalSettings,
+)
 from schemas.errors import IngestError
 
 log = logging.getLogger(__name__)
@@ -29,22 +35,32 @@ class Unreachable(IngestError):
     retriable = True
 
 
+def temporal_tls(cfg: TemporalSettings) -> bool | TLSConfig:
+    """What ``Client.connect(tls=...)`` gets: False (plaintext), True (TLS with the
+    system roots) or a :class:`TLSConfig` carrying the server name, the CA and the
+    client certificate and key, each from its ``*_DATA`` or ``*_PATH`` setting.
+
+    TLS is on when asked for or implied by an API key or any TLS option
+    (:meth:`TemporalSettings.tls_enabled`); contradictions were refused at load.
+    """
+    if not cfg.tls_enabled():
+        return False
+    ca, cert, key = cfg.pem("server_ca_cert"), cfg.pem("client_cert"), cfg.pem("client_key")
+    if cfg.tls_server_name is None and ca is None and cert is None:
+        return True
+    return TLSConfig(
+        server_root_ca_cert=ca,
+        domain=cfg.tls_server_name,
+        client_cert=cert,
+        client_private_key=key,
+    )
+
+
 async def temporal_client(
     cfg: TemporalSettings, timeout: float = 10, runtime: object | None = None
 ) -> Client:
-    tls: bool | TLSConfig = cfg.tls
-    if cfg.tls_client_cert_path or cfg.tls_server_ca_cert_path:
-        tls = TLSConfig(
-            server_root_ca_cert=cfg.tls_server_ca_cert_path.read_bytes()
-            if cfg.tls_server_ca_cert_path
-            else None,
-            client_cert=cfg.tls_client_cert_path.read_bytes() if cfg.tls_client_cert_path else None,
-            client_private_key=cfg.tls_client_key_path.read_bytes()
-            if cfg.tls_client_key_path
-            else None,
-        )
-    elif cfg.api_key is not None and not cfg.tls:
-        tls = True  # Temporal Cloud API keys require TLS
+    tls = temporal_tls(cfg)
+    converter = codec.configured_converter()  # a bad INGEST_CODEC_* key: ConfigError, exit 2
     kwargs: dict[str, object] = {}
     if runtime is not None:
         kwargs["runtime"] = runtime
@@ -56,7 +72,7 @@ async def temporal_client(
                 api_key=cfg.api_key.get_secret_value() if cfg.api_key else None,
                 tls=tls,
                 connect_timeout=timedelta(seconds=timeout),
-                data_converter=DATA_CONVERTER,
+                data_converter=converter,
                 interceptors=tracing.temporal_interceptors(),
                 **kwargs,  # type: ignore[arg-type]
             ),
@@ -100,6 +116,8 @@ async def db_pool(cfg: DatabaseSettings) -> asyncpg.Pool:
     """A pool on a database that answers and is migrated: :class:`Unreachable` when it
     does not answer, :class:`pipeline.db.SchemaBehind` when it lacks migrations."""
     url = cfg.url.get_secret_value()
+    if warning := db.tls_warning(url):
+        log.warning("%s", warning)
     try:
         pool = await db.create_pool(url, cfg.pool_min, cfg.pool_max)
     except Exception as exc:
@@ -116,18 +134,106 @@ async def db_pool(cfg: DatabaseSettings) -> asyncpg.Pool:
 
 
 async def check_kafka(cfg: KafkaSettings, timeout: float = 10) -> list[str]:
-    """List topics; raises :class:`Unreachable` naming KAFKA_BOOTSTRAP_SERVERS."""
+    """List topics; raises :class:`Unreachable` naming KAFKA_BOOTSTRAP_SERVERS, with the
+    broker's last answer (aiokafka only logs it) and the setting it points at."""
     admin = AIOKafkaAdminClient(**cfg.client_kwargs())  # type: ignore[arg-type]
+    causes = _BootstrapErrors()
     try:
-        await asyncio.wait_for(admin.start(), timeout)
-        return list(await asyncio.wait_for(admin.list_topics(), timeout))
+        with causes:
+            await asyncio.wait_for(admin.start(), timeout)
+            return list(await asyncio.wait_for(admin.list_topics(), timeout))
     except Exception as exc:
+        cause = causes.last
+        said = f" (last error: {cause})" if cause else ""
         raise Unreachable(
             f"cannot reach Kafka at KAFKA_BOOTSTRAP_SERVERS={cfg.bootstrap_servers}: "
-            f"{type(exc).__name__}: {exc}"
+            f"{type(exc).__name__}: {exc}{said}{kafka_hint(f'{cause} {exc}', cfg)}"
         ) from None
     finally:
         await admin.close()
+
+
+class _BootstrapErrors(logging.Handler):
+    """While active, keeps the last warning or error aiokafka logs (the reason a connection
+    failed: refused credentials, an unverified certificate, a closed connection), which
+    its ``KafkaConnectionError`` ("Unable to bootstrap") does not carry."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.last: str | None = None
+        self._log = logging.getLogger("aiokafka")
+        self._saved = (self._log.level, self._log.propagate)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.last = record.getMessage()
+
+    def __enter__(self) -> None:
+        self._log.addHandler(self)
+        if self._log.getEffectiveLevel() > logging.WARNING:  # silenced by the caller
+            self._log.setLevel(logging.WARNING)
+            self._log.propagate = False
+
+    def __exit__(self, *exc: object) -> None:
+        self._log.removeHandler(self)
+        self._log.setLevel(self._saved[0])
+        self._log.propagate = self._saved[1]
+
+
+def kafka_hint(cause: str, cfg: KafkaSettings) -> str:
+    """The settings a connection error points at, as a tail for its one line ('' if none)."""
+    text = cause.lower()
+    if "certificate_verify_failed" in text or "certificate verify failed" in text:
+        if "expired" in text:
+            return ": a certificate has expired (the broker's, or KAFKA_SSL_CERTFILE)"
+        if "mismatch" in text:  # "Hostname mismatch", "IP address mismatch"
+            return (
+                ": the broker's certificate does not name the host dialed (its advertised"
+                " listener; KAFKA_SSL_CHECK_HOSTNAME=false skips only this check)"
+            )
+        return ": the broker's certificate is not signed by KAFKA_SSL_CAFILE (or a system CA)"
+    if "illegalsaslstate" in text:  # a SASL handshake on a listener without SASL
+        return (
+            f": this listener speaks no SASL; is KAFKA_SECURITY_PROTOCOL={cfg.security_protocol}"
+            " right for it?"
+        )
+    if "unsupportedsaslmechanism" in text or "unsupported sasl" in text:
+        return f": the broker does not offer KAFKA_SASL_MECHANISM={cfg.sasl_mechanism}"
+    if cfg.sasl_mechanism == "OAUTHBEARER" and any(
+        s in text for s in ("nodenotready", "metadata", "not ready")
+    ):
+        # aiokafka 0.14 takes the broker's OAUTHBEARER error challenge
+        # ({"status":"invalid_token"}) for success; the next request then finds no broker.
+        return (
+            ": the broker most likely refused the token of KAFKA_SASL_OAUTH_TOKEN_PROVIDER"
+            " (aiokafka 0.14 reports no OAUTHBEARER refusal: check the token's subject,"
+            " expiry and the broker's validator)"
+        )
+    if "authentication" in text or ("sasl" in text and "fail" in text):
+        if cfg.sasl_mechanism == "OAUTHBEARER":
+            return ": the broker refused the token of KAFKA_SASL_OAUTH_TOKEN_PROVIDER"
+        return ": check KAFKA_SASL_USERNAME and KAFKA_SASL_PASSWORD (and KAFKA_SASL_MECHANISM)"
+    if any(s in text for s in ("wrong_version_number", "wrong version number", "record layer")):
+        return (
+            f": KAFKA_SECURITY_PROTOCOL={cfg.security_protocol} uses TLS; is this listener"
+            " plaintext?"
+        )
+    if re.search(r"(tlsv1\d?|sslv3) alert|certificate required", text):
+        return ": the broker refused the TLS client certificate (KAFKA_SSL_CERTFILE/KEYFILE)"
+    tls = cfg.security_protocol in ("SSL", "SASL_SSL")
+    if tls and cfg.ssl_certfile is not None and ("closed" in text or "reset" in text):
+        # TLS 1.3: the broker checks the client certificate after the client's handshake
+        # ended, so a refusal shows as the connection closing on the first request.
+        return (
+            ": the broker closed the connection; it may refuse the client certificate"
+            " KAFKA_SSL_CERTFILE (expired, or signed by a CA it does not trust)"
+        )
+    if cfg.security_protocol in ("PLAINTEXT", "SASL_PLAINTEXT") and "closed" in text:
+        expects = "TLS or SASL" if cfg.security_protocol == "PLAINTEXT" else "TLS"
+        return (
+            f": the broker closed the connection; does this listener expect {expects}"
+            f" (KAFKA_SECURITY_PROTOCOL={cfg.security_protocol})?"
+        )
+    return ""
 
 
 async def routing_clients(cfg: Settings) -> tuple[Client, asyncpg.Pool]:
@@ -166,7 +272,12 @@ async def ensure_topics(
     ``cleanup.policy: compact``).
 
     ``replication_factor`` defaults to the number of brokers, at most 3 (so 1 on
-    the single-node stack, 3 on a cluster). A topic the broker refuses raises.
+    the single-node stack, 3 on a cluster). A topic the broker refuses raises, its
+    message naming ``KAFKA_CREATE_TOPICS=check`` when a managed cluster refused a
+    setting or the principal may not create topics.
+
+    With ``KAFKA_CREATE_TOPICS=check`` nothing is created: a missing topic raises
+    :class:`MissingTopics` (a :class:`ConfigError`, one line naming them all).
     """
     from aiokafka.errors import TopicAlreadyExistsError, for_code
 
@@ -177,6 +288,8 @@ async def ensure_topics(
         missing = [t for t in topics if t not in existing]
         if not missing:
             return []
+        if cfg.create_topics == "check":
+            raise MissingTopics(missing)
         brokers = len((await admin.describe_cluster())["brokers"])
         rf = replication_factor or max(1, min(3, brokers))
         resp = await admin.create_topics(
@@ -187,7 +300,30 @@ async def ensure_topics(
         )
         for topic, code, *rest in resp.topic_errors:
             if code and for_code(code) is not TopicAlreadyExistsError:
-                raise for_code(code)(f"creating topic {topic}: {rest[0] if rest else ''}")
+                hint = _MANAGED_HINT if code in _REFUSED_BY_POLICY else ""
+                raise for_code(code)(f"creating topic {topic}: {rest[0] if rest else ''}{hint}")
         return missing
     finally:
         await admin.close()
+
+
+# CLUSTER/TOPIC_AUTHORIZATION_FAILED, INVALID_REPLICATION_FACTOR, INVALID_CONFIG,
+# POLICY_VIOLATION: what a managed cluster answers to a topic setting it does not allow
+# (e.g. unclean.leader.election.enable on MSK Serverless) or to a principal without
+# the right to create topics.
+_REFUSED_BY_POLICY = frozenset({29, 31, 38, 40, 44})
+_MANAGED_HINT = (
+    " (a managed cluster may refuse this pipeline's topic settings or topic creation:"
+    " create the topics yourself and set KAFKA_CREATE_TOPICS=check, docs/kafka.md)"
+)
+
+
+class MissingTopics(ConfigError):
+    """``KAFKA_CREATE_TOPICS=check`` and topics the pipeline needs are not on the broker."""
+
+    def __init__(self, missing: list[str]) -> None:
+        self.missing = missing
+        super().__init__(
+            "KAFKA_CREATE_TOPICS=check: topics missing on the broker (or not visible to"
+            f" this principal): {', '.join(missing)}: create them (docs/kafka.md)"
+        )

@@ -10,9 +10,13 @@ while plain SQL files plus ~40 lines here keep one driver (asyncpg).
 
 from __future__ import annotations
 
+import ipaddress
 import logging
+import os
+import re
+from collections.abc import Mapping
 from importlib import resources
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 import asyncpg
 
@@ -23,13 +27,126 @@ log = logging.getLogger(__name__)
 _LOCK_KEY = 0x1A6E57  # arbitrary, fixed: the advisory lock id for migrations
 
 
+_SECRET_KEYS = ("password", "sslpassword")
+# keyword/value DSNs ("host=h password='a b'"): a quoted value may hold blanks and \'
+_KV_SECRET = re.compile(r"(\b(?:ssl)?password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)", re.IGNORECASE)
+
+
+def _is_url(dsn: str) -> bool:
+    return "://" in dsn
+
+
+def _query_items(query: str) -> list[tuple[str, str, str]]:
+    """(raw item, decoded key, raw value) of each ``&``-separated query item."""
+    out = []
+    for item in query.split("&"):
+        key, _, value = item.partition("=")
+        out.append((item, unquote(key).lower(), value))
+    return out
+
+
 def redact(url: str) -> str:
-    """A DSN safe to log: the password replaced by ``***``."""
+    """A DSN safe to log: every password replaced by ``***``.
+
+    The password in the authority (``postgresql://u:pw@h/db``), ``password`` and
+    ``sslpassword`` query parameters (``postgresql://u@h/db?password=pw``), and the same
+    keywords in a keyword/value DSN (``host=h password=pw``).
+    """
+    if not _is_url(url):
+        return _KV_SECRET.sub(r"\1***", url)
     parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
-    return parts._replace(netloc=netloc).geturl()
+    netloc = parts.netloc
+    if parts.password is not None:
+        userinfo, _, hosts = netloc.rpartition("@")
+        user = userinfo.partition(":")[0]
+        netloc = f"{user}:***@{hosts}"
+    query = (
+        "&".join(
+            f"{item.partition('=')[0]}=***" if key in _SECRET_KEYS else item
+            for item, key, _ in _query_items(parts.query)
+        )
+        if parts.query
+        else parts.query
+    )
+    return parts._replace(netloc=netloc, query=query).geturl()
+
+
+def has_password(url: str) -> bool:
+    """The DSN carries a password (or a client key's ``sslpassword``)."""
+    if not _is_url(url):
+        return _KV_SECRET.search(url) is not None
+    parts = urlsplit(url)
+    if parts.password:
+        return True
+    return any(key in _SECRET_KEYS for _, key, _ in _query_items(parts.query) if parts.query)
+
+
+def refuse_password_on_command_line(url: str | None, flag: str = "--database-url") -> None:
+    """``ConfigError`` when a DSN given as a flag carries a password: the command line
+    is visible to every user of the host (``ps``, ``/proc/*/cmdline``) and kept in shell
+    history."""
+    if url is not None and has_password(url):
+        raise ConfigError(
+            f"{flag} carries a password, which `ps` and shell history would show: give the"
+            " DSN in DATABASE_URL, or the password in ~/.pgpass (PGPASSFILE) or PGPASSWORD"
+        )
+
+
+_VERIFYING = ("verify-ca", "verify-full")
+
+
+def _hosts(url: str, environ: Mapping[str, str]) -> list[str]:
+    parts = urlsplit(url)
+    spec = parts.netloc.rpartition("@")[2]
+    query = {key: unquote(value) for _, key, value in _query_items(parts.query) if parts.query}
+    spec = spec or query.get("host", "") or environ.get("PGHOST", "")
+    hosts = []
+    for item in spec.split(","):
+        item = unquote(item.strip())
+        if item.startswith("["):
+            hosts.append(item[1 : item.find("]")])
+        elif item.startswith("/"):
+            hosts.append(item)
+        else:
+            hosts.append(item.partition(":")[0])
+    return [h for h in hosts if h]
+
+
+def _is_local(host: str) -> bool:
+    if host.startswith("/") or host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def tls_warning(url: str, environ: Mapping[str, str] = os.environ) -> str | None:
+    """One line when the DSN reaches a server off this host without verifying it:
+    no ``sslmode`` (asyncpg's default is ``prefer``: no certificate check, and plaintext
+    when the server offers no TLS) or one of ``disable``, ``allow``, ``prefer``,
+    ``require``. ``PGSSLMODE`` counts when the DSN has no ``sslmode``, as in asyncpg.
+    None when every host is loopback or a Unix socket, or the mode verifies."""
+    if not _is_url(url):
+        return None
+    hosts = _hosts(url, environ)
+    if not hosts or all(_is_local(h) for h in hosts):
+        return None
+    parts = urlsplit(url)
+    query = {key: unquote(value) for _, key, value in _query_items(parts.query) if parts.query}
+    mode = query.get("sslmode") or environ.get("PGSSLMODE")
+    if mode in _VERIFYING:
+        return None
+    said = f"sslmode={mode}" if mode else "no sslmode (asyncpg's default is prefer)"
+    risk = (
+        "the server's certificate is not verified"
+        if mode == "require"
+        else "the connection is not verified and may be plaintext"
+    )
+    return (
+        f"DATABASE_URL reaches {','.join(hosts)} with {said}: {risk}; add"
+        " sslmode=verify-full&sslrootcert=/path/to/ca.pem (docs/security.md#postgresql)"
+    )
 
 
 def migrations() -> list[tuple[str, str]]:

@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import os
 import re
+import ssl
 from pathlib import Path
 from typing import Literal, TypeVar
 
-from pydantic import Field, SecretStr, ValidationError, field_validator
+from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from schemas.errors import IngestError
@@ -37,12 +38,22 @@ class KafkaSettings(BaseSettings):
     dlq_topic: str = "ingest.dlq"
     partitions: int = Field(6, ge=1, le=1000)
     security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"
-    sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] | None = None
+    # Required under SASL_*, refused otherwise (no silent PLAIN): see _kafka_problems.
+    sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER"] | None = None
     sasl_username: str | None = None
     sasl_password: SecretStr | None = None
+    # OAUTHBEARER: module:attr of a token provider (pipeline/kafka_oauth.py), and the
+    # principal of the built-in pipeline.kafka_oauth:UnsecuredJwtProvider.
+    sasl_oauth_token_provider: str | None = None
+    sasl_oauth_subject: str | None = None
     ssl_cafile: Path | None = None
     ssl_certfile: Path | None = None
     ssl_keyfile: Path | None = None
+    ssl_password: SecretStr | None = None  # of an encrypted KAFKA_SSL_KEYFILE
+    ssl_check_hostname: bool = True
+    # auto: create missing application topics (with topic_configs); check: create
+    # nothing, only verify they exist (managed clusters that refuse topic settings).
+    create_topics: Literal["auto", "check"] = "auto"
     request_timeout_ms: int = Field(30_000, ge=1000)
     # How this project's producers (ingress, the router's DLQ, replay, emit tasks) compress
     # their batches. Consumers read every codec whatever this says.
@@ -53,9 +64,34 @@ class KafkaSettings(BaseSettings):
     # the broker fences one of two members that share it.
     group_instance_id: str | None = None
 
-    _blank_password = field_validator("sasl_password", mode="before")(
+    _blank_password = field_validator("sasl_password", "ssl_password", mode="before")(
         classmethod(lambda cls, v: _empty_secret_is_unset(v))
     )
+    _blank_is_unset = field_validator(
+        "sasl_username",
+        "sasl_oauth_token_provider",
+        "sasl_oauth_subject",
+        "ssl_cafile",
+        "ssl_certfile",
+        "ssl_keyfile",
+        mode="before",
+    )(classmethod(lambda cls, v: _blank_is_none(v)))
+
+    @field_validator("sasl_mechanism", "security_protocol", "create_topics", mode="before")
+    @classmethod
+    def _spelling(cls, v: object) -> object:
+        if not isinstance(v, str):
+            return v
+        v = v.strip()
+        if not v:
+            return None  # blank: unset (only KAFKA_SASL_MECHANISM may be)
+        return v.lower() if v.lower() in ("auto", "check") else v.upper()
+
+    @model_validator(mode="after")
+    def _consistent(self) -> KafkaSettings:
+        if problem := _kafka_problems(self):
+            raise SettingConflict(*problem)
+        return self
 
     @field_validator("group_instance_id", mode="before")
     @classmethod
@@ -91,28 +127,176 @@ class KafkaSettings(BaseSettings):
         """``compression_type`` as aiokafka's producer takes it (None: uncompressed)."""
         return None if self.compression_type == "none" else self.compression_type
 
+    def ssl_context(self) -> ssl.SSLContext:
+        """The TLS context of SSL and SASL_SSL: system CAs or ``KAFKA_SSL_CAFILE``, the
+        client certificate (mTLS) if given, hostname checks unless turned off."""
+        password = self.ssl_password.get_secret_value() if self.ssl_password else ""
+        ctx = ssl.create_default_context(
+            ssl.Purpose.SERVER_AUTH, cafile=str(self.ssl_cafile) if self.ssl_cafile else None
+        )
+        if self.ssl_certfile is not None:
+            # A callable, so that an encrypted key without KAFKA_SSL_PASSWORD fails
+            # instead of OpenSSL prompting on the terminal.
+            ctx.load_cert_chain(
+                self.ssl_certfile,
+                self.ssl_keyfile,
+                password=lambda: password,
+            )
+        if not self.ssl_check_hostname:
+            ctx.check_hostname = False  # the chain is still verified
+        return ctx
+
     def client_kwargs(self) -> dict[str, object]:
-        """Keyword arguments shared by every aiokafka client we build."""
+        """Keyword arguments shared by every aiokafka client we build.
+
+        The settings were checked when loaded (:func:`_kafka_problems`), so what is
+        given here is what is used: nothing is ignored, nothing defaults in silence.
+        """
         kw: dict[str, object] = {
             "bootstrap_servers": self.bootstrap_servers,
             "security_protocol": self.security_protocol,
             "request_timeout_ms": self.request_timeout_ms,
         }
         if self.security_protocol in ("SSL", "SASL_SSL"):
-            from aiokafka.helpers import create_ssl_context
-
-            kw["ssl_context"] = create_ssl_context(
-                cafile=str(self.ssl_cafile) if self.ssl_cafile else None,
-                certfile=str(self.ssl_certfile) if self.ssl_certfile else None,
-                keyfile=str(self.ssl_keyfile) if self.ssl_keyfile else None,
-            )
+            kw["ssl_context"] = self.ssl_context()
         if self.security_protocol.startswith("SASL"):
-            kw["sasl_mechanism"] = self.sasl_mechanism or "PLAIN"
-            kw["sasl_plain_username"] = self.sasl_username
-            kw["sasl_plain_password"] = (
-                self.sasl_password.get_secret_value() if self.sasl_password else None
-            )
+            kw["sasl_mechanism"] = self.sasl_mechanism
+            if self.sasl_mechanism == "OAUTHBEARER":
+                from pipeline import kafka_oauth
+
+                assert self.sasl_oauth_token_provider is not None
+                try:
+                    kw["sasl_oauth_token_provider"] = kafka_oauth.load_token_provider(
+                        self.sasl_oauth_token_provider, self
+                    )
+                except ValueError as exc:
+                    env = getattr(exc, "env", "KAFKA_SASL_OAUTH_TOKEN_PROVIDER")
+                    raise ConfigError(f"invalid setting {env}: {exc}") from None
+            else:
+                kw["sasl_plain_username"] = self.sasl_username
+                kw["sasl_plain_password"] = (
+                    self.sasl_password.get_secret_value() if self.sasl_password else None
+                )
         return kw
+
+
+class SettingConflict(IngestError, ValueError):
+    """A setting that is wrong given the others; ``env`` names the variable to fix."""
+
+    def __init__(self, env: str, message: str) -> None:
+        super().__init__(message)
+        self.env = env
+
+
+def _blank_is_none(v: object) -> object:
+    return None if isinstance(v, str) and not v.strip() else v
+
+
+def _missing_file(env: str, path: Path | None) -> tuple[str, str] | None:
+    if path is not None and not path.is_file():
+        return env, f"no such file: {path}"
+    return None
+
+
+def _kafka_problems(k: KafkaSettings) -> tuple[str, str] | None:
+    """The first inconsistency among the Kafka settings, as (variable, message)."""
+    protocol = k.security_protocol
+    sasl = protocol.startswith("SASL")
+    tls = protocol in ("SSL", "SASL_SSL")
+    given = f"KAFKA_SECURITY_PROTOCOL={protocol}"
+    sasl_settings: dict[str, object] = {
+        "KAFKA_SASL_MECHANISM": k.sasl_mechanism,
+        "KAFKA_SASL_USERNAME": k.sasl_username,
+        "KAFKA_SASL_PASSWORD": k.sasl_password,
+        "KAFKA_SASL_OAUTH_TOKEN_PROVIDER": k.sasl_oauth_token_provider,
+    }
+    tls_settings: dict[str, object] = {
+        "KAFKA_SSL_CAFILE": k.ssl_cafile,
+        "KAFKA_SSL_CERTFILE": k.ssl_certfile,
+        "KAFKA_SSL_KEYFILE": k.ssl_keyfile,
+        "KAFKA_SSL_PASSWORD": k.ssl_password,
+        "KAFKA_SSL_CHECK_HOSTNAME": None if k.ssl_check_hostname else False,
+    }
+    if not sasl:
+        for env, value in sasl_settings.items():
+            if value is not None:
+                return env, f"is set but {given} uses no SASL: use SASL_SSL or SASL_PLAINTEXT"
+    if not tls:
+        for env, tls_value in tls_settings.items():
+            if tls_value is not None:
+                return env, f"is set but {given} uses no TLS: use SSL or SASL_SSL"
+    if sasl:
+        mech = k.sasl_mechanism
+        if mech is None:
+            return (
+                "KAFKA_SASL_MECHANISM",
+                f"required with {given}: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER",
+            )
+        if mech == "OAUTHBEARER":
+            for env in ("KAFKA_SASL_USERNAME", "KAFKA_SASL_PASSWORD"):
+                if sasl_settings[env] is not None:
+                    return env, "is not used by KAFKA_SASL_MECHANISM=OAUTHBEARER: unset it"
+            if k.sasl_oauth_token_provider is None:
+                return (
+                    "KAFKA_SASL_OAUTH_TOKEN_PROVIDER",
+                    "required with KAFKA_SASL_MECHANISM=OAUTHBEARER: module:attr of a token"
+                    " provider (pipeline.kafka_oauth:UnsecuredJwtProvider for tests)",
+                )
+        else:
+            if k.sasl_oauth_token_provider is not None:
+                return (
+                    "KAFKA_SASL_OAUTH_TOKEN_PROVIDER",
+                    f"is only used with KAFKA_SASL_MECHANISM=OAUTHBEARER, not {mech}",
+                )
+            for env in ("KAFKA_SASL_USERNAME", "KAFKA_SASL_PASSWORD"):
+                if sasl_settings[env] is None:
+                    return env, f"required with KAFKA_SASL_MECHANISM={mech}"
+    if tls:
+        for env, path in (
+            ("KAFKA_SSL_CAFILE", k.ssl_cafile),
+            ("KAFKA_SSL_CERTFILE", k.ssl_certfile),
+            ("KAFKA_SSL_KEYFILE", k.ssl_keyfile),
+        ):
+            if problem := _missing_file(env, path):
+                return problem
+        if k.ssl_keyfile is not None and k.ssl_certfile is None:
+            return "KAFKA_SSL_CERTFILE", "required with KAFKA_SSL_KEYFILE (mTLS needs both)"
+        if k.ssl_certfile is not None and k.ssl_keyfile is None:
+            if b"PRIVATE KEY-----" not in k.ssl_certfile.read_bytes():
+                return "KAFKA_SSL_KEYFILE", "required with KAFKA_SSL_CERTFILE (mTLS needs both)"
+        if k.ssl_password is not None and k.ssl_certfile is None:
+            return "KAFKA_SSL_PASSWORD", "is set but there is no KAFKA_SSL_CERTFILE/KEYFILE"
+        if problem := _tls_loads(k):
+            return problem
+    if sasl and k.sasl_mechanism == "OAUTHBEARER" and k.sasl_oauth_token_provider:
+        from pipeline import kafka_oauth
+
+        try:
+            kafka_oauth.check(k.sasl_oauth_token_provider, k)
+        except ValueError as exc:
+            return getattr(exc, "env", "KAFKA_SASL_OAUTH_TOKEN_PROVIDER"), str(exc)
+    return None
+
+
+def _tls_loads(k: KafkaSettings) -> tuple[str, str] | None:
+    """The CA file, certificate and key load (a wrong password fails here, at start-up)."""
+    try:
+        ssl.create_default_context(cafile=str(k.ssl_cafile) if k.ssl_cafile else None)
+    except (ssl.SSLError, ValueError) as exc:
+        return "KAFKA_SSL_CAFILE", f"cannot load {k.ssl_cafile}: {exc}"
+    if k.ssl_certfile is None:
+        return None
+    try:
+        k.ssl_context()
+    except (ssl.SSLError, ValueError) as exc:
+        env = "KAFKA_SSL_PASSWORD" if k.ssl_keyfile is not None else "KAFKA_SSL_CERTFILE"
+        return (
+            env,
+            f"cannot load KAFKA_SSL_CERTFILE={k.ssl_certfile} with KAFKA_SSL_KEYFILE="
+            f"{k.ssl_keyfile} (a wrong or missing KAFKA_SSL_PASSWORD, or a key that does"
+            f" not match the certificate): {exc}",
+        )
+    return None
 
 
 def _empty_secret_is_unset(v: object) -> object:
@@ -123,7 +307,14 @@ def _empty_secret_is_unset(v: object) -> object:
 
 
 class TemporalSettings(BaseSettings):
-    """Temporal connection (env prefix ``TEMPORAL_``, the names temporalio.envconfig uses)."""
+    """Temporal connection (env prefix ``TEMPORAL_``, the names temporalio.envconfig uses).
+
+    TLS as in ``temporalio.envconfig``: on when ``TEMPORAL_TLS=true``, and implied by an
+    API key or any ``TEMPORAL_TLS_*`` option. Unlike envconfig, an explicit
+    ``TEMPORAL_TLS=false`` next to an API key or a TLS option is refused rather than
+    silently winning (see :func:`_temporal_problems`). Certificates and keys come as
+    files (``*_PATH``) or as PEM text (``*_DATA``), never both.
+    """
 
     model_config = SettingsConfigDict(env_prefix="TEMPORAL_", **_FROZEN)
 
@@ -131,14 +322,120 @@ class TemporalSettings(BaseSettings):
     namespace: str = "default"
     task_queue: str = "ingest-activities"
     api_key: SecretStr | None = None
-    tls: bool = False
+    tls: bool | None = None  # None: implied by the API key or any TLS option
+    tls_server_name: str | None = None  # SNI and the name the certificate must carry
     tls_server_ca_cert_path: Path | None = None
+    tls_server_ca_cert_data: str | None = None
     tls_client_cert_path: Path | None = None
+    tls_client_cert_data: str | None = None
     tls_client_key_path: Path | None = None
+    tls_client_key_data: SecretStr | None = None
 
-    _blank_key = field_validator("api_key", mode="before")(
+    _blank_key = field_validator("api_key", "tls_client_key_data", mode="before")(
         classmethod(lambda cls, v: _empty_secret_is_unset(v))
     )
+    _blank_is_unset = field_validator(
+        "tls",
+        "tls_server_name",
+        "tls_server_ca_cert_path",
+        "tls_server_ca_cert_data",
+        "tls_client_cert_path",
+        "tls_client_cert_data",
+        "tls_client_key_path",
+        mode="before",
+    )(classmethod(lambda cls, v: _blank_is_none(v)))
+
+    @model_validator(mode="after")
+    def _consistent(self) -> TemporalSettings:
+        if problem := _temporal_problems(self):
+            raise SettingConflict(*problem)
+        return self
+
+    def pem(self, what: Literal["server_ca_cert", "client_cert", "client_key"]) -> bytes | None:
+        """One certificate or key as bytes, from its ``*_DATA`` or its ``*_PATH``."""
+        data = getattr(self, f"tls_{what}_data")
+        if isinstance(data, SecretStr):
+            data = data.get_secret_value()
+        if data is not None:
+            return _pem_text(data).encode()
+        path: Path | None = getattr(self, f"tls_{what}_path")
+        return path.read_bytes() if path is not None else None
+
+    def tls_enabled(self) -> bool:
+        """TLS on: asked for, or implied by an API key or any TLS option."""
+        if self.tls is not None:
+            return self.tls
+        return self.api_key is not None or bool(_temporal_tls_options(self))
+
+
+def _pem_text(data: str) -> str:
+    """PEM text from a variable; ``\\n`` escapes (one-line .env files) become newlines."""
+    data = data.strip()
+    if "\n" in data or "\\n" not in data:
+        return data + "\n"
+    return data.replace("\\n", "\n").strip() + "\n"
+
+
+def _temporal_tls_options(t: TemporalSettings) -> list[str]:
+    names = [
+        "server_name",
+        "server_ca_cert_path",
+        "server_ca_cert_data",
+        "client_cert_path",
+        "client_cert_data",
+        "client_key_path",
+        "client_key_data",
+    ]
+    return [f"TEMPORAL_TLS_{n.upper()}" for n in names if getattr(t, f"tls_{n}") is not None]
+
+
+def _temporal_problems(t: TemporalSettings) -> tuple[str, str] | None:
+    """The first inconsistency among the Temporal settings, as (variable, message)."""
+    options = _temporal_tls_options(t)
+    if t.tls is False:
+        if t.api_key is not None:
+            return (
+                "TEMPORAL_TLS",
+                "is false but TEMPORAL_API_KEY is set: an API key is only sent over TLS;"
+                " set TEMPORAL_TLS=true or leave it unset",
+            )
+        if options:
+            return (
+                "TEMPORAL_TLS",
+                f"is false but {options[0]} is set: set TEMPORAL_TLS=true or leave it"
+                " unset (any TLS option turns TLS on)",
+            )
+    for what in ("SERVER_CA_CERT", "CLIENT_CERT", "CLIENT_KEY"):
+        field = what.lower()
+        path = getattr(t, f"tls_{field}_path")
+        data = getattr(t, f"tls_{field}_data")
+        if path is not None and data is not None:
+            return (
+                f"TEMPORAL_TLS_{what}_DATA",
+                f"and TEMPORAL_TLS_{what}_PATH are both set: give one",
+            )
+        if problem := _missing_file(f"TEMPORAL_TLS_{what}_PATH", path):
+            return problem
+        if data is not None:
+            text = data.get_secret_value() if isinstance(data, SecretStr) else data
+            if "-----BEGIN " not in text:
+                return (
+                    f"TEMPORAL_TLS_{what}_DATA",
+                    f"is not PEM text (-----BEGIN ...); a file goes in TEMPORAL_TLS_{what}_PATH",
+                )
+    has_cert = t.tls_client_cert_path is not None or t.tls_client_cert_data is not None
+    has_key = t.tls_client_key_path is not None or t.tls_client_key_data is not None
+    if has_key and not has_cert:
+        return (
+            "TEMPORAL_TLS_CLIENT_CERT_PATH",
+            "required with a client key (or TEMPORAL_TLS_CLIENT_CERT_DATA): mTLS needs both",
+        )
+    if has_cert and not has_key:
+        return (
+            "TEMPORAL_TLS_CLIENT_KEY_PATH",
+            "required with a client certificate (or TEMPORAL_TLS_CLIENT_KEY_DATA): mTLS needs both",
+        )
+    return None
 
 
 class DatabaseSettings(BaseSettings):
@@ -254,5 +551,9 @@ def describe_error(exc: ValidationError, cls: type[BaseSettings]) -> str:
             env = field
         else:
             env = f"{prefix}{field}".upper()
+        cause = (err.get("ctx") or {}).get("error")
+        if isinstance(cause, SettingConflict):
+            lines.append(f"invalid setting {cause.env}: {cause}")
+            continue
         lines.append(f"invalid setting {env}: {err['msg']}")
     return "; ".join(lines)

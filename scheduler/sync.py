@@ -14,6 +14,7 @@ sync only unpauses the schedules it paused itself (told apart by the note).
 from __future__ import annotations
 
 import asyncio
+import logging
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -35,6 +36,7 @@ from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from definitions import store as activity_store
+from pipeline.codec import needs_reencrypting
 from scheduler import store, timing
 from scheduler.spec import (
     DISABLED_NOTE,
@@ -50,6 +52,8 @@ from schemas.ids import SCHEDULE_PREFIX, dispatcher_workflow_id, schedule_id
 from schemas.schedule_io import CronFireInput
 
 RESUMED_NOTE = "resumed by ingest"
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -72,16 +76,27 @@ async def _describe(handle: ScheduleHandle) -> ScheduleDescription | None:
         raise
 
 
-def current_fingerprint(desc: ScheduleDescription) -> str | None:
+async def current_fingerprint(desc: ScheduleDescription, converter: DataConverter) -> str | None:
+    """The fingerprint in the schedule's action memo, decoded as ``converter`` (the
+    client's: its payload codec included) decodes; None when there is none, or when the
+    schedule must be rewritten anyway: written in plaintext while the codec is on, under
+    another key than the encrypting one, or not decodable by this converter (a retired
+    key, the codec turned off). The update writes the action's input and memo again."""
     action = desc.schedule.action
     if not isinstance(action, ScheduleActionStartWorkflow) or not action.memo:
         return None
-    # A described action holds its memo as raw payloads.
+    # A described action holds its memo as raw payloads (encrypted with the codec on).
     payload: Any = action.memo.get(FINGERPRINT_MEMO)
     if payload is None:
         return None
     if isinstance(payload, Payload):
-        payload = DataConverter.default.payload_converter.from_payloads([payload])[0]
+        if needs_reencrypting(payload, converter.payload_codec):
+            return None  # plaintext, or under a key being rotated out: the update rewrites it
+        try:
+            payload = (await converter.decode([payload]))[0]
+        except Exception as exc:  # CodecError, or an encoding this converter lacks
+            log.warning("schedule %s: its memo does not decode (%s): rewriting it", desc.id, exc)
+            return None
     return str(payload)
 
 
@@ -111,7 +126,9 @@ async def ensure(
         except ScheduleAlreadyRunningError:  # created concurrently: reconcile it instead
             desc = await handle.describe()
     changes: list[Change] = []
-    if current_fingerprint(desc) != fingerprint(act.trigger, task_queue):
+    if await current_fingerprint(desc, client.data_converter) != fingerprint(
+        act.trigger, task_queue
+    ):
         state = desc.schedule.state
 
         def updater(_: ScheduleUpdateInput) -> ScheduleUpdate:

@@ -18,6 +18,10 @@ It lives in ``schemas`` because the workflow sandbox passes that package through
 (``workers.sandbox.PASSTHROUGH``): the cache is shared by every workflow instance
 of the process, not rebuilt per instance. The cache holds one entry per dataclass
 type decoded, a few dozen, and only reads class-level facts.
+
+:func:`data_converter` adds a payload codec (the encryption codec of ``pipeline/codec.py``,
+when keys are set); the codec runs outside the workflow sandbox, on the bytes this
+converter makes, so it changes nothing above.
 """
 
 from __future__ import annotations
@@ -29,9 +33,11 @@ from temporalio.converter import (
     AdvancedJSONEncoder,
     CompositePayloadConverter,
     DataConverter,
+    DefaultFailureConverterWithEncodedAttributes,
     DefaultPayloadConverter,
     JSONPlainPayloadConverter,
     JSONTypeConverter,
+    PayloadCodec,
     value_to_type,
 )
 
@@ -120,7 +126,25 @@ class PayloadConverter(CompositePayloadConverter):
 
 _SHARED = CachedDataclassConverter()
 
-# Pass this to ``Client.connect(data_converter=...)``; the worker takes its client's.
+# The converter without a codec. Clients get theirs from ``pipeline.codec.configured_converter``
+# (this one, plus the payload codec when INGEST_CODEC_KEYS is set); the worker takes its client's.
 DATA_CONVERTER = dataclasses.replace(
     DataConverter.default, payload_converter_class=PayloadConverter
 )
+
+
+def data_converter(
+    codec: PayloadCodec | None = None, *, encode_failures: bool = False
+) -> DataConverter:
+    """:data:`DATA_CONVERTER` with ``codec`` (``pipeline.codec``): every payload a client or
+    worker sends goes through it. ``encode_failures`` moves failure messages and stack traces
+    into the failure's encoded attributes, so the codec covers them as well."""
+    if codec is None:
+        return DATA_CONVERTER
+    return dataclasses.replace(
+        DATA_CONVERTER,
+        payload_codec=codec,
+        failure_converter_class=DefaultFailureConverterWithEncodedAttributes
+        if encode_failures
+        else DATA_CONVERTER.failure_converter_class,
+    )

@@ -6,10 +6,13 @@ them; a bad value raises :class:`pipeline.settings.ConfigError` naming the varia
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from pipeline.settings import build
+from workers.handlers.webhook_secrets import SecretSource
 
 
 class WorkerSettings(BaseSettings):
@@ -40,6 +43,15 @@ class WorkerSettings(BaseSettings):
     # cannot say whether its holder still runs (a closed holder's slot is freed by the
     # first waiter). Keep it above the longest run of such an activity (docs/flow-control.md).
     flow_slot_lease_seconds: float = Field(3600.0, gt=0)
+    # Webhook secrets by reference (workers.handlers.webhook_secrets): the environment
+    # variables a definition's headers_from_env / url_from_env may name start with this
+    # prefix ("" allows any, DATABASE_URL included); headers_from_file names files in the dir.
+    webhook_secret_env_prefix: str = "WEBHOOK_"
+    webhook_secrets_dir: Path = Path("/run/secrets")
+
+    def webhook_secrets(self) -> SecretSource:
+        """Where the worker's webhook tasks resolve their secret references."""
+        return SecretSource(self.webhook_secret_env_prefix, self.webhook_secrets_dir)
 
 
 def load_worker_settings(**overrides: object) -> WorkerSettings:

@@ -99,7 +99,9 @@ async def run_worker(
     own_pool = pool is None
     if pool is None:
         pool = await db_pool(settings.database)
-    resources = Resources(lambda: kafka.producer(settings.kafka), wcfg.emit_topic)
+    resources = Resources(
+        lambda: kafka.producer(settings.kafka), wcfg.emit_topic, secrets=wcfg.webhook_secrets()
+    )
     deps = PartDeps(client, pool, settings, wcfg, registry, resources)
     built = [factory(deps) for factory in parts]
     worker = build_worker(client, settings, wcfg, built)

@@ -69,6 +69,27 @@ def _warn_run_sizes(file: str, parsed: ActivityFile) -> None:
             )
 
 
+def _check_webhooks(file: str, parsed: Any) -> None:
+    """Refuse a webhook task whose config writes a credential into the definition (it
+    would sit in the activities table and in Temporal history): secrets go by reference,
+    ``headers_from_env`` / ``headers_from_file`` (docs/workers.md). A URL with userinfo
+    or a query only warns."""
+    from definitions import files
+    from workers.handlers.webhook_secrets import webhook_config_problems, webhook_config_warnings
+
+    problems = []
+    for i, act in enumerate(parsed.activities):
+        for j, task in enumerate(act.tasks):
+            if task.type != "webhook":
+                continue
+            where = f"activities[{i}].tasks[{j}].config"
+            problems += [f"{where}: {p}" for p in webhook_config_problems(task.config)]
+            for warning in webhook_config_warnings(task.config):
+                print(f"{file}: warning: {where}: {warning}", file=sys.stderr)
+    if problems:
+        raise files.FileError(problems)
+
+
 def _apply(args: argparse.Namespace) -> int:
     from app.commands.schedules import sync_and_print
     from definitions import files, store
@@ -76,6 +97,7 @@ def _apply(args: argparse.Namespace) -> int:
     try:
         parsed = files.load(Path(args.file))
         files.check_task_types(parsed, _known_task_types(args.handlers))
+        _check_webhooks(args.file, parsed)
     except files.FileError as exc:
         for problem in exc.problems:
             print(f"{args.file}: {problem}", file=sys.stderr)

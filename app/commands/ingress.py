@@ -10,7 +10,7 @@ import sys
 from app.command import Command
 from app.flags import add_flags, overrides
 from pipeline import logs, settings, tracing
-from pipeline.clients import Unreachable, check_kafka
+from pipeline.clients import MissingTopics, Unreachable, check_kafka
 from pipeline.runtime import Shutdown
 
 _DESCRIPTION = """\
@@ -56,6 +56,8 @@ async def _main(args: argparse.Namespace) -> int:
         kafka_log.setLevel(level)
     wanted = [*cfg.kafka.raw_topic.split(","), cfg.kafka.events_topic, cfg.kafka.dlq_topic]
     missing = [t.strip() for t in wanted if t.strip() and t.strip() not in existing]
+    if missing and cfg.kafka.create_topics == "check":
+        raise MissingTopics(missing)  # managed clusters: the topics are made elsewhere
     if missing:
         logging.getLogger("ingress").warning(
             "topics not found on the broker (run `ingest stack up` or create them): %s",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import sys
 
 from app.command import Command
 from pipeline import db, settings
@@ -11,6 +12,8 @@ from pipeline.clients import Unreachable
 
 
 async def _migrate(url: str) -> list[str]:
+    if warning := db.tls_warning(url):
+        print(f"ingest migrate: warning: {warning}", file=sys.stderr)
     try:
         conn = await db.connect(url)
     except Exception as exc:
@@ -24,6 +27,7 @@ async def _migrate(url: str) -> list[str]:
 
 
 def _run(args: argparse.Namespace) -> int:
+    db.refuse_password_on_command_line(args.database_url)
     cfg = settings.load_settings(database__url=args.database_url)
     try:
         applied = asyncio.run(_migrate(cfg.database.url.get_secret_value()))
@@ -35,7 +39,11 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _flags(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--database-url", help="PostgreSQL DSN (env DATABASE_URL)")
+    p.add_argument(
+        "--database-url",
+        help="PostgreSQL DSN without a password (env DATABASE_URL; password: .pgpass or"
+        " PGPASSWORD)",
+    )
 
 
 COMMAND = Command(

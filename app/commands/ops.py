@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import sys
 
 from app.command import Command
@@ -14,12 +15,17 @@ from pipeline.runtime import Shutdown
 
 _DESCRIPTION = """\
 Serve the operator API and its web console (http://INGEST_OPS_HOST:INGEST_OPS_PORT/,
-default 127.0.0.1:8080; OpenAPI docs at /docs) and /metrics, /healthz, /readyz on
+default 127.0.0.1:8080; the OpenAPI schema at /openapi.json, Swagger UI at /docs
+with INGEST_OPS_API_DOCS=1) and /metrics, /healthz, /readyz on
 INGEST_METRICS_PORT (default 9403).
 
-Every /api endpoint requires "Authorization: Bearer <INGEST_OPS_TOKEN>" (set the
-token in the environment, never on the command line). Without a token the service
-refuses to start, unless it binds to 127.0.0.1 and --insecure-local is given.
+Every /api endpoint requires "Authorization: Bearer <token>": the shared
+INGEST_OPS_TOKEN (32 characters or more, in the environment, never on the command
+line) or a person's token (INGEST_OPS_TOKENS_FILE); or an authenticating proxy's
+INGEST_OPS_IDENTITY_HEADER from INGEST_OPS_TRUSTED_PROXIES. Without any of them the
+service refuses to start, unless it binds to 127.0.0.1 and --insecure-local is
+given: then it makes a random token for the process and prints the console URL
+with it. Who acts (a fix's actor, a decision's approver) is who the credentials name.
 
 Endpoints: GET /api/runs, GET /api/runs/{run_id}, GET /api/tasks?status=pending_fix,
 POST /api/tasks/{task_id}/fix|skip|abort, GET /api/dlq (within
@@ -28,12 +34,12 @@ GET /api/dlq/{partition}/{offset} (one message's header values), POST /api/repla
 run unless dry_run is false). Stops cleanly on SIGTERM."""
 
 
-async def _main(cfg: settings.Settings, ops: object) -> int:
+async def _main(cfg: settings.Settings, ops: object, console_token: str | None) -> int:
     from ops.service import run_ops
 
     shutdown = Shutdown()
     shutdown.install()
-    return await run_ops(cfg, ops, shutdown)  # type: ignore[arg-type]
+    return await run_ops(cfg, ops, shutdown, console_token=console_token)  # type: ignore[arg-type]
 
 
 _FLAGS = (
@@ -49,21 +55,32 @@ _FLAGS = (
 
 
 def _run(args: argparse.Namespace) -> int:
+    from pydantic import SecretStr
+
+    from ops.identity import new_local_token
     from ops.settings import load_ops_settings, startup_problem
 
+    ops = load_ops_settings(host=args.host, port=args.port)
+    # /metrics, /healthz and /readyz bind where the API binds (127.0.0.1 by default)
+    # unless INGEST_METRICS_HOST says otherwise: they answer anyone who reaches them.
+    metrics_host = None if os.environ.get("INGEST_METRICS_HOST") else ops.host
     cfg = settings.load_settings(
         "ops",
+        process__metrics_host=metrics_host,
         **overrides(args, *_FLAGS),
     )
-    ops = load_ops_settings(host=args.host, port=args.port)
     problem = startup_problem(ops, args.insecure_local)
     if problem is not None:
         print(f"ingest ops: refusing to start: {problem}", file=sys.stderr)
         return 2
+    console_token = None
+    if args.insecure_local and ops.token is None:  # no mode without a secret
+        console_token = new_local_token()
+        ops = ops.model_copy(update={"token": SecretStr(console_token)})
     logs.setup(cfg.process.log_level, cfg.process.log_format, "ops")
     tracing.setup(cfg.process.tracing, "ops")
     try:
-        return asyncio.run(_main(cfg, ops))
+        return asyncio.run(_main(cfg, ops, console_token))
     except Unreachable as exc:
         print(f"ingest ops: {exc}", file=sys.stderr)
         return 1
@@ -83,7 +100,9 @@ def _flags(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--insecure-local",
         action="store_true",
-        help="allow running without INGEST_OPS_TOKEN (only when bound to 127.0.0.1)",
+        help="without INGEST_OPS_TOKEN, make a token for this process and print the "
+        "console URL with it (only when bound to 127.0.0.1; Host must be 127.0.0.1 or "
+        "localhost)",
     )
     add_flags(
         p,

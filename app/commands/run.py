@@ -3,7 +3,8 @@
 Starts ``ingest ingress``, ``ingest router``, ``ingest worker``, ``ingest ops`` and
 ``ingest relay`` (which publishes the outbox of ``emit`` tasks)
 as child processes (each on its own metrics port; ops with ``--insecure-local``
-when ``INGEST_OPS_TOKEN`` is unset, so only 127.0.0.1 can reach it), prefixes
+and a token made for this run when ``INGEST_OPS_TOKEN`` is unset: only 127.0.0.1
+can reach it, and the console URL printed with the token is the way in), prefixes
 their log lines with the component name, and on Ctrl-C / SIGTERM forwards
 SIGTERM to each so they drain and commit, then exits 0. If one child dies, the
 others are stopped too and the exit code is non-zero.
@@ -56,11 +57,24 @@ async def _seed_demo() -> None:
         await pool.close()
 
 
-def _ops_args() -> list[str]:
+def _ops_local() -> tuple[list[str], dict[str, str], str | None]:
+    """Flags and environment of the ops child, and the console URL to print: without
+    ``INGEST_OPS_TOKEN``, a token made for this run (in the child's environment, so
+    never in ``ps``), on 127.0.0.1 only."""
     if os.environ.get("INGEST_OPS_TOKEN"):
-        return []
-    print("ops: INGEST_OPS_TOKEN is unset, so the console runs --insecure-local on 127.0.0.1")
-    return ["--insecure-local", "--host", "127.0.0.1"]
+        return [], {}, None
+    from ops.identity import console_url, new_local_token
+    from ops.settings import LOCALHOST, load_ops_settings
+
+    token = new_local_token()
+    port = load_ops_settings(host=LOCALHOST).port
+    print("ops: INGEST_OPS_TOKEN is unset: the console runs --insecure-local on 127.0.0.1 "
+          "with a token made for this run (in the console link printed below)")  # fmt: skip
+    flags = ["--insecure-local", "--host", LOCALHOST]
+    link = console_url(LOCALHOST, port, token)
+    if port == 0:  # a free port ops picks: the address is in its "ops API ... on" log line
+        link = f"<the address ops logs>/#token={token}"
+    return flags, {"INGEST_OPS_TOKEN": token}, link
 
 
 async def _run(args: argparse.Namespace) -> int:
@@ -69,9 +83,12 @@ async def _run(args: argparse.Namespace) -> int:
     base_port = args.base_metrics_port
     procs: list[tuple[str, asyncio.subprocess.Process]] = []
     pumps = []
+    ops_flags, ops_env, console = _ops_local()
     for i, name in enumerate(COMPONENTS):
         env = {**os.environ, "INGEST_METRICS_PORT": str(base_port + i)}
-        extra = _ops_args() if name == "ops" else []
+        extra = ops_flags if name == "ops" else []
+        if name == "ops":
+            env.update(ops_env)
         proc = await asyncio.create_subprocess_exec(
             sys.executable,
             "-m",
@@ -86,6 +103,8 @@ async def _run(args: argparse.Namespace) -> int:
         procs.append((name, proc))
         pumps.append(asyncio.create_task(_pump(name, proc.stdout)))
         print(f"started {name} (pid {proc.pid}, metrics http://127.0.0.1:{base_port + i}/metrics)")
+    if console is not None:
+        print(f"ops console (open this link; the token in it is this run's): {console}")
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

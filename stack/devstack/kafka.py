@@ -1,7 +1,9 @@
 """The local Kafka: one KRaft node (broker and controller) run from the Maven broker jars.
 
 ``ensure()`` starts it unless it already answers ("started" or "already
-running"), ``stop()`` stops it, ``answering()`` checks it. The jars are fetched
+running"), ``stop()`` stops it, ``answering()`` checks it. With ``INGEST_STACK_SECURE``
+(``up --secure``) it has three TLS listeners too (:mod:`devstack.secure`); a broker of
+this stack that runs without them is restarted with them. The jars are fetched
 once with Maven; ``server.properties`` and the log4j config are written from
 :mod:`devstack.templates` on every start.
 """
@@ -18,10 +20,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from devstack import secure
 from devstack.maven import copy_jars
-from devstack.procs import StackError, wait_for
+from devstack.procs import StackError, port_open, wait_for
 from devstack.service import Service
-from devstack.settings import HOST
+from devstack.settings import HOST, StackSettings
 from devstack.templates import template
 
 
@@ -90,22 +93,28 @@ class Kafka(Service):
 
     def ensure(self) -> str:
         if self.already_running("Kafka"):
-            return "already running"
+            if not self.cfg.secure or self.secure_answering():
+                return "already running"
+            if self.proc.pid() is None:
+                raise StackError(
+                    f"the Kafka on {self.address} has no secure listeners and was not "
+                    "started by this stack (INGEST_STACK_DIR): stop it, then `ingest stack "
+                    "up --secure`"
+                )
+            self.stop()  # restarted with its secure listeners: PLAINTEXT stays as it was
+            state = "restarted with --secure"
+        else:
+            state = "started"
         java = _java()
         libs = self.libs()
         data = self.home / "data"
         props = self.home / "server.properties"
-        props.write_text(
-            template("server.properties").format(
-                host=HOST,
-                port=self.cfg.kafka_port,
-                cport=self.cfg.kafka_controller_port,
-                data=data,
-            )
-        )
+        props.write_text(render_properties(self.cfg, data))
         cp = f"{libs}/*"
+        formatted_now = False
         if not (data / "meta.properties").exists():
             cluster_id = _kafka_cluster_id()
+            scram = ["--add-scram", secure.scram_credential(self.cfg)] if self.cfg.secure else []
             res = subprocess.run(
                 [
                     java,
@@ -118,12 +127,17 @@ class Kafka(Service):
                     "-c",
                     str(props),
                     "--standalone",
+                    *scram,
                 ],
                 capture_output=True,
                 text=True,
             )
             if res.returncode != 0:
                 raise StackError(f"formatting Kafka storage failed:\n{res.stdout}{res.stderr}")
+            formatted_now = True
+            self._scram_marker.unlink(missing_ok=True)
+            if self.cfg.secure:
+                self._scram_marker.write_text(secure.scram_fingerprint(self.cfg))
         log4j = self.home / "log4j2.properties"
         log4j.write_text(template("log4j2.properties"))
         self.proc.start(
@@ -140,11 +154,75 @@ class Kafka(Service):
                 str(props),
             ]
         )
-        wait_for(self.answering, "Kafka", self.proc, self.cfg.kafka_start_timeout_seconds)
-        return "started"
+        check = self.secure_answering if self.cfg.secure else self.answering
+        wait_for(check, "Kafka", self.proc, self.cfg.kafka_start_timeout_seconds)
+        if self.cfg.secure and not formatted_now:
+            self.ensure_scram_user()
+        return state
+
+    def secure_answering(self) -> bool:
+        """PLAINTEXT answers and every secure listener accepts connections."""
+        return self.answering() and all(
+            port_open(HOST, x.port) for x in secure.kafka_listeners(self.cfg)
+        )
+
+    @property
+    def _scram_marker(self) -> Path:
+        return self.home / "scram-users"
+
+    def ensure_scram_user(self) -> None:
+        """Set the SCRAM user's credential through the running broker (Kafka's
+        ConfigCommand on PLAINTEXT) unless it was set from the current password: a data
+        directory formatted before ``--secure``, or a new password file."""
+        want = secure.scram_fingerprint(self.cfg)
+        marker = self._scram_marker
+        if marker.exists() and marker.read_text() == want:
+            return
+        password = secure.scram_password(self.cfg)
+        res = subprocess.run(
+            [
+                _java(),
+                "-cp",
+                f"{self.libs()}/*",
+                "kafka.admin.ConfigCommand",
+                "--bootstrap-server",
+                self.address,
+                "--alter",
+                "--add-config",
+                f"{secure.SCRAM_MECHANISM}=[password={password}]",
+                "--entity-type",
+                "users",
+                "--entity-name",
+                secure.SCRAM_USER,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        if res.returncode != 0:
+            raise StackError(
+                f"creating the Kafka SCRAM user {secure.SCRAM_USER} failed:\n"
+                f"{(res.stdout + res.stderr)[-2000:]}"
+            )
+        marker.write_text(want)
 
     def stop(self) -> bool:
         return self.proc.stop(timeout=30)
+
+
+def render_properties(cfg: StackSettings, data: Path) -> str:
+    """``server.properties`` of the single node; with ``cfg.secure`` its secure
+    listeners too (:mod:`devstack.secure`), PLAINTEXT and CONTROLLER unchanged."""
+    listeners, protocols = secure.kafka_listener_fields(cfg) if cfg.secure else ("", "")
+    return template("server.properties").format(
+        host=HOST,
+        port=cfg.kafka_port,
+        cport=cfg.kafka_controller_port,
+        data=data,
+        listeners=listeners,
+        protocols=protocols,
+        secure=secure.kafka_properties(cfg) if cfg.secure else "",
+    )
 
 
 def _java() -> str:

@@ -9,10 +9,12 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
+from devstack import secure, temporal_secure
 from devstack.jaeger import Jaeger, exports_traces, pipeline_env, query_url
 from devstack.kafka import Kafka
 from devstack.kafka_cluster import KafkaCluster, stack_kafka
 from devstack.postgres import Postgres
+from devstack.postgres_tls import PostgresTls
 from devstack.procs import StackError
 from devstack.settings import HOST, StackSettings
 from devstack.temporal import Temporal
@@ -20,7 +22,9 @@ from devstack.temporal_server import TemporalServer
 from devstack.toxiproxy import Toxiproxy
 from pipeline.settings import build
 
-Services = list[tuple[str, Kafka | KafkaCluster | Temporal | TemporalServer | Postgres | Jaeger]]
+Services = list[
+    tuple[str, Kafka | KafkaCluster | Temporal | TemporalServer | Postgres | PostgresTls | Jaeger]
+]
 
 
 def stack_temporal(cfg: StackSettings) -> Temporal | TemporalServer:
@@ -40,15 +44,24 @@ def stack_jaeger(cfg: StackSettings) -> Jaeger | None:
     return jaeger if cfg.tracing or jaeger.proc.pid() is not None else None
 
 
+def stack_postgres_tls(cfg: StackSettings) -> PostgresTls | None:
+    """The TLS PostgreSQL when ``--secure`` (``INGEST_STACK_SECURE``) or this stack
+    started one (so ``status`` shows it whatever the setting says now)."""
+    pg = PostgresTls(cfg)
+    return pg if cfg.secure or pg.proc.pid() is not None else None
+
+
 def _services(cfg: StackSettings, kafka_nodes: int | None = None) -> Services:
     kafka = stack_kafka(cfg, kafka_nodes)
     temporal = stack_temporal(cfg)
     jaeger = stack_jaeger(cfg)
     # Jaeger first: the real server exports its spans to it from its start.
     out: Services = [("jaeger", jaeger)] if jaeger is not None else []
+    tls = stack_postgres_tls(cfg)
+    last: Services = [("pg-tls", tls)] if tls is not None else []
     if isinstance(temporal, TemporalServer):  # it keeps its state in the stack's PostgreSQL
-        return [*out, ("kafka", kafka), ("postgres", Postgres(cfg)), ("temporal", temporal)]
-    return [*out, ("kafka", kafka), ("temporal", temporal), ("postgres", Postgres(cfg))]
+        return [*out, ("kafka", kafka), ("postgres", Postgres(cfg)), ("temporal", temporal), *last]
+    return [*out, ("kafka", kafka), ("temporal", temporal), ("postgres", Postgres(cfg)), *last]
 
 
 def _addresses(cfg: StackSettings, kafka_nodes: int | None = None) -> dict[str, str]:
@@ -60,7 +73,11 @@ def _addresses(cfg: StackSettings, kafka_nodes: int | None = None) -> dict[str, 
         "temporal": f"{HOST}:{cfg.temporal_port}",
         "postgres": redact(Postgres(cfg).url),
         "jaeger": Jaeger(cfg).summary(),
+        "pg-tls": redact(PostgresTls(cfg).url),
     }
+    kafka = stack_kafka(cfg, kafka_nodes)
+    if isinstance(kafka, Kafka) and (cfg.secure or secure.kafka_listening(cfg)):
+        out["kafka"] += " " + secure.listeners_summary(cfg)
     if isinstance(temporal, TemporalServer):
         out["temporal"] = temporal.summary()
     elif cfg.temporal_ui:
@@ -80,6 +97,12 @@ def up(
     from pipeline import settings
     from pipeline.clients import ensure_topics
 
+    if cfg.secure and (kafka_nodes or cfg.kafka_nodes) > 1:
+        print(
+            "kafka: FAILED: --secure runs on the single-node broker, not --kafka-nodes",
+            file=sys.stderr,
+        )
+        return 1
     addrs = _addresses(cfg, kafka_nodes)
     services = _services(cfg, kafka_nodes)
     for name, svc in services:
@@ -100,7 +123,19 @@ def up(
         print(f"export KAFKA_BOOTSTRAP_SERVERS={addrs['kafka']}  # so clients know every broker")
     if any(isinstance(svc, Jaeger) for _, svc in services):
         print(traces_line(cfg))
+    if cfg.secure:
+        print("\n".join(secure.client_lines(cfg)))
+        print("\n".join(temporal_client_lines(cfg)))
     return 0
+
+
+def temporal_client_lines(cfg: StackSettings) -> list[str]:
+    """Under ``--secure``: the secured real server's ``TEMPORAL_*`` variables (a fresh
+    token in a file), or a note that the dev server stays plaintext."""
+    if isinstance(stack_temporal(cfg), TemporalServer):
+        temporal_secure.write_api_key(cfg)
+        return temporal_secure.client_lines(cfg)
+    return ["# Temporal: the dev server has no TLS; --temporal server runs it secured"]
 
 
 def traces_line(cfg: StackSettings) -> str:
@@ -142,7 +177,7 @@ def down(cfg: StackSettings) -> int:
     # Jaeger last (listed first): the servers flush their spans as they stop.
     services: Services = [("jaeger", Jaeger(cfg)), ("kafka", stack_kafka(cfg))]
     services += [("temporal", Temporal(cfg)), ("temporal", TemporalServer(cfg))]
-    services += [("postgres", Postgres(cfg))]
+    services += [("postgres", Postgres(cfg)), ("pg-tls", PostgresTls(cfg))]
     for name, svc in reversed(services):
         if name == "postgres" and svc.external_url():  # type: ignore[union-attr]
             print(f"{name:9} external, left alone")
@@ -150,8 +185,8 @@ def down(cfg: StackSettings) -> int:
         if isinstance(svc, TemporalServer) and not svc.started_procs():
             continue  # no real server was started: one "temporal" line is enough
         stopped = svc.stop()
-        if isinstance(svc, Jaeger) and not stopped:
-            continue  # tracing was never on: no line
+        if isinstance(svc, Jaeger | PostgresTls) and not stopped:
+            continue  # tracing (--secure) was never on: no line
         print(f"{name:9} {'stopped' if stopped else 'not started by this stack'}")
     return 0
 
@@ -174,12 +209,14 @@ def run(
     extra_topics: Sequence[str] = (),
     tracing: bool | None = None,
     proxied: bool = False,
+    secure: bool | None = None,
 ) -> int:
     """``ingest stack ACTION``; ``extra_topics``: the application's topics ``up`` creates too;
     ``tracing``: True starts Jaeger too (None: ``INGEST_STACK_TRACING`` decides);
-    ``proxied``: ``build`` builds Toxiproxy too."""
+    ``proxied``: ``build`` builds Toxiproxy too; ``secure``: True brings up the secured
+    servers too (None: ``INGEST_STACK_SECURE`` decides)."""
     # A bad INGEST_STACK_* value: one line naming it.
-    cfg = build(StackSettings, temporal=temporal, tracing=tracing or None)
+    cfg = build(StackSettings, temporal=temporal, tracing=tracing or None, secure=secure or None)
     if action == "up":
         return up(cfg, partitions, kafka_nodes, extra_topics)
     if action == "down":

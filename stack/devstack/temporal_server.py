@@ -22,6 +22,12 @@ server's own development configs: frontend ``P`` (HTTP ``P+10``), history ``P+1`
 (more history hosts ``P+3``, ``P+4``, ``P+5``), matching ``P+2``, worker ``P+6``;
 each membership port is its gRPC port minus 300; each process's Prometheus metrics
 are on ``P+2000`` onwards (frontend first), for the benchmarks' per-run figures.
+
+Secured (``INGEST_STACK_SECURE``, ``up --secure``; :mod:`devstack.temporal_secure`): TLS
+and required client certificates on the frontend, internode mutual TLS, the JWT
+authorizer and claim mapper, an internal frontend on ``P+8`` for the server's own calls,
+and the JWKS served on ``P+12``. The web UI stays off there: its calls would need a
+JWT, which ui-server takes only from an OIDC login.
 """
 
 from __future__ import annotations
@@ -36,6 +42,7 @@ from urllib.parse import unquote, urlsplit
 
 import yaml
 
+from devstack import temporal_secure
 from devstack.jaeger import server_otel_env
 from devstack.postgres import Postgres
 from devstack.procs import Proc, StackError, port_open, port_owner, wait_for
@@ -80,7 +87,8 @@ def port_offsets(cfg: StackSettings) -> list[int]:
     p = cfg.temporal_port
     grpc = [p, p + 2, p + 6] + [_history_port(p, i) for i in range(cfg.temporal_history_hosts)]
     ports = grpc + [g - 300 for g in grpc] + [p + 10] + [sp.metrics_port for sp in plan(cfg)]
-    return sorted(port - p for port in ports)
+    extra = temporal_secure.port_offsets() if cfg.secure else []
+    return sorted([port - p for port in ports] + extra)
 
 
 def grpc_port(cfg: StackSettings, proc: ServerProc) -> int:
@@ -95,18 +103,17 @@ def grpc_port(cfg: StackSettings, proc: ServerProc) -> int:
 def plan(cfg: StackSettings) -> list[ServerProc]:
     """The processes of the configured shape, history first (the frontend needs it)."""
     p = cfg.temporal_port
+    # Secured, the internal frontend (the server's own way in) runs beside the frontend.
+    front = ("frontend", "internal-frontend") if cfg.secure else ("frontend",)
     if cfg.temporal_shape == "single":
-        return [
-            ServerProc(
-                "temporal-server", ("frontend", "history", "matching", "worker"), 0, p + 2000
-            )
-        ]
+        services = (*front, "history", "matching", "worker")
+        return [ServerProc("temporal-server", services, 0, p + 2000)]
     procs = [
         ServerProc(f"temporal-history-{i + 1}", ("history",), i, p + 2001 + i)
         for i in range(cfg.temporal_history_hosts)
     ]
     procs.append(ServerProc("temporal-matching", ("matching",), 0, p + 2005))
-    procs.append(ServerProc("temporal-frontend", ("frontend",), 0, p + 2000))
+    procs.append(ServerProc("temporal-frontend", front, 0, p + 2000))
     procs.append(ServerProc("temporal-worker", ("worker",), 0, p + 2006))
     return procs
 
@@ -117,8 +124,15 @@ def _rpc(grpc: int, **extra: int) -> dict[str, object]:
     }
 
 
-def server_config(cfg: StackSettings, proc: ServerProc, pg_url: str, dynamic: Path) -> dict:
-    """The server config of one process (the module's development-postgres12.yaml, trimmed)."""
+def server_config(
+    cfg: StackSettings,
+    proc: ServerProc,
+    pg_url: str,
+    dynamic: Path,
+    secure: temporal_secure.SecureFiles | None = None,
+) -> dict:
+    """The server config of one process (the module's development-postgres12.yaml, trimmed);
+    with ``secure``, TLS, the JWT authorizer and the internal frontend as well."""
     p = cfg.temporal_port
     url = urlsplit(pg_url)
 
@@ -137,7 +151,7 @@ def server_config(cfg: StackSettings, proc: ServerProc, pg_url: str, dynamic: Pa
             }
         }
 
-    return {
+    conf: dict = {
         "log": {"stdout": True, "level": "warn"},
         "persistence": {
             "defaultStore": "postgres-default",
@@ -183,6 +197,10 @@ def server_config(cfg: StackSettings, proc: ServerProc, pg_url: str, dynamic: Pa
         "dcRedirectionPolicy": {"policy": "noop"},
         "dynamicConfigClient": {"filepath": str(dynamic), "pollInterval": "10s"},
     }
+    if secure is not None:
+        conf["global"].update(temporal_secure.server_security(cfg, secure))
+        conf["services"]["internal-frontend"] = _rpc(temporal_secure.internal_frontend_port(cfg))
+    return conf
 
 
 def dynamic_config(cfg: StackSettings) -> dict[str, list[dict[str, object]]]:
@@ -220,7 +238,25 @@ class TemporalServer(Service):
     port_setting = "temporal_port"
 
     def handshake(self) -> bool:
+        if self.secured():
+            return temporal_secure.handshake(self.cfg)
         return _temporal_handshake(self.address)
+
+    def secured(self) -> bool:
+        """Whether the running frontend was started secured (its config says); when none
+        runs, whether ``INGEST_STACK_SECURE`` asks for it."""
+        running = self.running_secured()
+        return self.cfg.secure if running is None else running
+
+    def running_secured(self) -> bool | None:
+        for sp, proc in self.procs():
+            if "frontend" in sp.services and proc.pid() is not None:
+                try:
+                    conf = yaml.safe_load((self.home / f"{sp.name}.yaml").read_text())
+                except OSError:
+                    return None
+                return "authorization" in conf.get("global", {})
+        return None
 
     def procs(self) -> list[tuple[ServerProc, Proc]]:
         root = self.cfg.dir.resolve()
@@ -230,7 +266,8 @@ class TemporalServer(Service):
         """Every server process this stack started, whatever the shape now configured."""
         root = self.cfg.dir.resolve()
         names = sorted(
-            p.name.removesuffix(".pid") for p in (root / "run").glob(f"{PROC_PREFIX}*.pid")
+            (p.name.removesuffix(".pid") for p in (root / "run").glob(f"{PROC_PREFIX}*.pid")),
+            key=lambda n: (n == temporal_secure.JWKS_PROC, n),  # the JWKS server stops last
         )
         return [Proc(root, n) for n in names]
 
@@ -258,13 +295,23 @@ class TemporalServer(Service):
         dynamic.write_text(yaml.safe_dump(dynamic_config(self.cfg), sort_keys=False))
         procs = self.procs()
         running = [proc for _, proc in procs if proc.pid() is not None]
-        others = {p.name for p in self.started_procs()} - {sp.name for sp, _ in procs} - {UI_PROC}
+        aux = {UI_PROC, temporal_secure.JWKS_PROC}
+        others = {p.name for p in self.started_procs()} - {sp.name for sp, _ in procs} - aux
         if others:
             raise StackError(
                 f"the real server runs in another shape ({', '.join(sorted(others))}); "
                 f"INGEST_STACK_TEMPORAL_SHAPE={self.cfg.temporal_shape}: "
                 "run `ingest stack down` first"
             )
+        if running and self.running_secured() not in (None, self.cfg.secure):
+            raise StackError(
+                "the real server runs "
+                f"{'secured' if not self.cfg.secure else 'without --secure'}; "
+                "run `ingest stack down` first"
+            )
+        secure = temporal_secure.ensure_files(self.cfg) if self.cfg.secure else None
+        if secure is not None:
+            temporal_secure.ensure_jwks_server(self.cfg, secure)
         if self.answering() and not running:
             raise StackError(
                 f"{self.address} is served by a process this stack did not start as the real "
@@ -275,9 +322,12 @@ class TemporalServer(Service):
                 continue
             conf = self.home / f"{sp.name}.yaml"
             conf.write_text(
-                yaml.safe_dump(server_config(self.cfg, sp, pg_url, dynamic), sort_keys=False)
+                yaml.safe_dump(
+                    server_config(self.cfg, sp, pg_url, dynamic, secure), sort_keys=False
+                )
             )
-            argv = [str(bins.server), "--config-file", str(conf), "--allow-no-auth", "start"]
+            no_auth = [] if secure else ["--allow-no-auth"]
+            argv = [str(bins.server), "--config-file", str(conf), *no_auth, "start"]
             for svc in sp.services:
                 argv += ["--service", svc]
             proc.start(argv, env=server_otel_env(self.cfg))  # spans to Jaeger when tracing
@@ -293,8 +343,8 @@ class TemporalServer(Service):
                 f"port {self.cfg.temporal_port} answers, but from pid {owner}, not from the "
                 f"frontend this stack started (pid {frontend.pid()}); see {frontend.logfile}"
             )
-        asyncio.run(_prepare(self.address, NAMESPACE))
-        if self.cfg.temporal_ui:
+        asyncio.run(_prepare(self.cfg, NAMESPACE))
+        if self.cfg.temporal_ui and not self.cfg.secure:
             self._ensure_ui()
         return "already running" if len(running) == len(procs) else "started"
 
@@ -337,7 +387,10 @@ class TemporalServer(Service):
 
     def summary(self) -> str:
         n = len(plan(self.cfg))
+        secured = self.secured()
         ui = f", UI http://{HOST}:{self.cfg.temporal_ui_port}" if self.cfg.temporal_ui else ""
+        if secured:
+            ui = ", TLS, client certificates required, JWT authorizer; no UI"
         return (
             f"{self.address} (server {self.cfg.temporal_server_version}, "
             f"{self.cfg.temporal_shards} shards, {self.cfg.temporal_shape}: "
@@ -382,11 +435,14 @@ def _database_exists(pg_url: str, db: str) -> bool:
     return asyncio.run(go())
 
 
-async def _prepare(address: str, namespace: str) -> None:
+async def _prepare(cfg: StackSettings, namespace: str) -> None:
     """A fresh server has no ``default`` namespace (the dev server makes one)."""
     from temporalio.client import Client
 
     from pipeline.temporal_setup import prepare_namespace
 
-    client = await Client.connect(address, namespace=namespace)
+    if cfg.secure:
+        client = await temporal_secure.admin_client(cfg, namespace)
+    else:
+        client = await Client.connect(f"{HOST}:{cfg.temporal_port}", namespace=namespace)
     await prepare_namespace(client, namespace, RETENTION, "the local stack's namespace")

@@ -526,6 +526,24 @@ class Scenario:
         """Run ``fn`` at the end, after the pipelines stopped (last registered, first run)."""
         self._cleanups.append(fn)
 
+    def server_dir(self, name: str) -> Path:
+        """A folder for a private server run as another user (PostgreSQL as
+        ``embedded_postgres`` under root), removed at the end. Not under pytest's
+        basetemp: every pytest session that starts resets ``/tmp/pytest-of-<user>`` to
+        0700, which locks that user out of a running server's data (a CI run beside
+        other test sessions failed so)."""
+        import shutil
+        import tempfile
+
+        (ROOT / ".stack").mkdir(exist_ok=True)
+        path = Path(tempfile.mkdtemp(prefix=f"{name}-", dir=ROOT / ".stack"))
+
+        async def remove() -> None:
+            await asyncio.to_thread(shutil.rmtree, path, True)
+
+        self.cleanup(remove)  # registered first: runs after the server's own stop
+        return path
+
     async def close(self) -> None:
         for pipe in self.pipelines:
             await pipe.close()

@@ -96,6 +96,11 @@ async def test_unreachable_dependency_names_the_setting(stack):
 SECRET_ENV = {
     "DATABASE_URL": f"postgresql://app:{DB_MARKER}@127.0.0.1:1/nowhere",
     "TEMPORAL_API_KEY": API_MARKER,
+    # A SASL protocol, so that the password reaches the client (without one it is refused
+    # at load, never used). PLAIN would send it as is; the plaintext broker refuses the
+    # SASL handshake first.
+    "KAFKA_SECURITY_PROTOCOL": "SASL_PLAINTEXT",
+    "KAFKA_SASL_MECHANISM": "PLAIN",
     "KAFKA_SASL_PASSWORD": SASL_MARKER,
     "KAFKA_SASL_USERNAME": "app",
     "INGEST_LOG_LEVEL": "DEBUG",
@@ -105,9 +110,9 @@ SECRET_CASES = [
     ("ingress", BAD_KAFKA),
     ("router", BAD_KAFKA),
     ("router", BAD_TEMPORAL),
-    ("router", {}),  # Kafka and Temporal answer (the API key forces TLS, so Temporal fails)
+    ("router", {}),  # the shared Kafka refuses the SASL handshake on its plaintext listener
     ("worker", BAD_TEMPORAL),
-    ("worker", {}),
+    ("worker", {}),  # Temporal answers (the API key forces TLS, so Temporal fails)
 ]
 
 
@@ -126,3 +131,64 @@ async def test_secrets_are_never_printed(stack, fault):
         assert took < BOUND, f"{what}: took {took:.0f}s"
         for marker in (DB_MARKER, API_MARKER, SASL_MARKER):
             assert marker not in out, f"{what}: secret {marker} printed:\n{out[-3000:]}"
+
+
+# Misconfigurations refused when the settings load, before any connection: exit 2, one
+# line naming the setting, no secret (no stack needed: nothing is reached).
+KEY_FILE = str(ROOT / "README.md")  # exists; never read, the contradiction is found first
+MISCONFIGURED = [
+    (
+        ["ingress"],
+        {
+            "KAFKA_SECURITY_PROTOCOL": "SASL_SSL",
+            "KAFKA_SASL_USERNAME": "app",
+            "KAFKA_SASL_PASSWORD": SASL_MARKER,
+        },
+        "KAFKA_SASL_MECHANISM",
+    ),
+    (["router"], {"KAFKA_SASL_PASSWORD": SASL_MARKER}, "KAFKA_SASL_PASSWORD"),
+    (["router"], {"KAFKA_SSL_CAFILE": KEY_FILE}, "KAFKA_SSL_CAFILE"),
+    (["worker"], {"TEMPORAL_TLS_CLIENT_KEY_PATH": KEY_FILE}, "TEMPORAL_TLS_CLIENT_CERT_PATH"),
+    (["worker"], {"TEMPORAL_TLS": "false", "TEMPORAL_API_KEY": API_MARKER}, "TEMPORAL_TLS"),
+    (
+        ["migrate", "--database-url", f"postgresql://app@127.0.0.1:1/x?password={DB_MARKER}"],
+        {},
+        "--database-url",
+    ),
+]
+
+
+async def _run_argv(argv: list[str], env: dict[str, str]) -> tuple[int, str, str]:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "app.cli",
+        *argv,
+        cwd=ROOT,
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(proc.communicate(), BOUND)
+    return int(proc.returncode or 0), out.decode(errors="replace"), err.decode(errors="replace")
+
+
+@pytest.mark.timeout(120)
+async def test_misconfiguration_is_refused_at_start_up():
+    results = await asyncio.gather(
+        *(
+            # nothing reachable, should a refusal fail to happen
+            _run_argv(
+                argv,
+                clean_env(INGEST_METRICS_PORT="0", **BAD_KAFKA, **BAD_TEMPORAL, **BAD_DB, **bad),
+            )
+            for argv, bad, _ in MISCONFIGURED
+        )
+    )
+    for (argv, bad, setting), (code, out, err) in zip(MISCONFIGURED, results, strict=True):
+        what = f"{' '.join(argv[:1])} with {sorted(bad)}"
+        assert code == 2, f"{what}: exit {code}\n{out}{err}"
+        lines = [line for line in err.splitlines() if line.strip()]
+        assert len(lines) == 1 and setting in lines[0], f"{what}:\n{err}"
+        for marker in (DB_MARKER, API_MARKER, SASL_MARKER):
+            assert marker not in out + err, f"{what}: secret {marker} printed"

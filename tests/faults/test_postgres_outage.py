@@ -31,7 +31,7 @@ PRODUCE_SECONDS = h.scaled(25, 90)
 @pytest.mark.timeout(h.scaled(420, h.drain_seconds(N) + 900))
 async def test_postgres_outage(stack, topics, task_queue, temporal, fault, monkeypatch):
     monkeypatch.delenv("DATABASE_URL", raising=False)  # Postgres.url would use it
-    server = Postgres(StackSettings(dir=fault.tmp / "pg", pg_port=free_port()))
+    server = Postgres(StackSettings(dir=fault.server_dir("pg"), pg_port=free_port()))
     await asyncio.to_thread(server.ensure)
     fault.cleanup(lambda: asyncio.to_thread(server.stop))
     url = server.url

@@ -146,7 +146,7 @@ async def test_postgres_outage_under_the_server(
     stack, cfg, topics, task_queue, db_pool, fault, monkeypatch
 ):
     monkeypatch.delenv("DATABASE_URL", raising=False)  # Postgres.url would use it
-    pg = Postgres(StackSettings(dir=fault.tmp / "pg", pg_port=free_port()))
+    pg = Postgres(StackSettings(dir=fault.server_dir("pg"), pg_port=free_port()))
     await asyncio.to_thread(pg.ensure)
     fault.cleanup(lambda: asyncio.to_thread(pg.stop))
     server = private_server(fault.tmp / "tserver", pg_port=pg.cfg.pg_port)

@@ -22,6 +22,7 @@ from aiokafka import AIOKafkaProducer
 
 from schemas.workflow_io import TaskSpec
 from workers.handlers.errors import PermanentTaskError
+from workers.handlers.webhook_secrets import SecretSource
 from workers.store import OutboxMessage
 
 if TYPE_CHECKING:
@@ -36,6 +37,7 @@ class Resources:
         producer_factory: Callable[[], AIOKafkaProducer] | None = None,
         emit_topic: str = "ingest.tasks",
         http_client: httpx.AsyncClient | None = None,
+        secrets: SecretSource | None = None,
     ) -> None:
         self._producer_factory = producer_factory
         self._producer: AIOKafkaProducer | None = None
@@ -43,6 +45,10 @@ class Resources:
         self._http = http_client
         self._own_http = http_client is None
         self.emit_topic = emit_topic
+        # Where a webhook's headers_from_env / headers_from_file resolve (INGEST_WEBHOOK_*).
+        self.secrets = secrets or SecretSource()
+        # What a handler warned about once already (e.g. a literal credential header).
+        self.warned: set[tuple[str, ...]] = set()
 
     async def producer(self) -> AIOKafkaProducer:
         async with self._lock:

@@ -13,23 +13,38 @@ activity writes it to the ``outbox`` table in the transaction that marks the tas
 succeeded; ``ingest relay`` publishes it with a transactional producer, so a
 ``read_committed`` consumer sees it exactly once (docs/kafka.md).
 
-``webhook`` config: ``url`` (required), ``headers`` (optional dict),
+``webhook`` config: ``url`` (or ``url_from_env`` / ``url_from_file``), ``headers``
+(optional dict), ``headers_from_env`` / ``headers_from_file`` (header -> variable or
+file holding its value, read by the activity at call time: credentials never enter
+Temporal history; see :mod:`workers.handlers.webhook_secrets`),
 ``request_timeout_seconds`` (default 10). It POSTs the payload as JSON with
 ``Idempotency-Key: <task id>``, and, when the task holds a permit,
 ``Fencing-Token`` and ``Fencing-Resource`` (see ``workers.permits.fencing``).
 2xx is success; 408, 429, 5xx and network errors are retried; any other status
 (e.g. 409 from a receiver rejecting a stale fencing token) fails the task without retry.
+Its errors quote the URL redacted (userinfo, query values, fragment) and never a
+resolved secret: they reach ``task_instances.last_error``, the logs and Temporal.
 """
 
 from __future__ import annotations
+
+import logging
 
 import httpx
 import orjson
 
 from workers.handlers.base import TaskContext, register
 from workers.handlers.errors import PermanentTaskError, RetryableTaskError
+from workers.handlers.webhook_secrets import (
+    Scrubber,
+    literal_secret_headers,
+    resolve_headers,
+    resolve_url,
+)
 from workers.store import OutboxMessage
 from workers.templates import TemplateError, render
+
+log = logging.getLogger(__name__)
 
 
 @register("noop", short=True)
@@ -90,25 +105,43 @@ def check_status(status: int, body: str = "") -> None:
 
 @register("webhook")
 async def webhook(ctx: TaskContext) -> None:
-    url = ctx.config.get("url")
-    if not isinstance(url, str) or not url.startswith(("http://", "https://")):
-        raise PermanentTaskError(f"webhook: config.url must be an http(s) URL, got {url!r}")
-    extra = ctx.config.get("headers") or {}
-    if not isinstance(extra, dict):
-        raise PermanentTaskError("webhook: config.headers must be an object")
-    headers = {str(k): str(v) for k, v in extra.items()}
+    url, by_reference = resolve_url(ctx.config, ctx.resources.secrets)
+    headers, secrets = resolve_headers(ctx.config, ctx.resources.secrets)
+    scrub = Scrubber(url, secrets, by_reference=by_reference)
+    _warn_literal_secrets(ctx)
     headers["Idempotency-Key"] = ctx.task_id
     if ctx.permit is not None:
         headers.update(ctx.permit.headers())
     headers["Content-Type"] = "application/json"
     timeout = float(ctx.config.get("request_timeout_seconds", 10))
+    # Every message below quotes the URL redacted and the exception's text scrubbed, and
+    # drops the exception chain (``from None``): Temporal's failure would carry the cause.
     try:
         resp = await ctx.resources.http().post(
             url, content=orjson.dumps(ctx.payload), headers=headers, timeout=timeout
         )
-    except httpx.TransportError as exc:
-        raise RetryableTaskError(f"webhook {url}: {type(exc).__name__}: {exc}") from exc
-    check_status(resp.status_code, resp.text)
+    except httpx.InvalidURL as exc:
+        raise PermanentTaskError(f"webhook {scrub.shown}: invalid URL: {scrub(str(exc))}") from None
+    except httpx.HTTPError as exc:
+        raise RetryableTaskError(
+            f"webhook {scrub.shown}: {type(exc).__name__}: {scrub(str(exc))}"
+        ) from None
+    check_status(resp.status_code, scrub(resp.text))
+
+
+def _warn_literal_secrets(ctx: TaskContext) -> None:
+    """One warning per worker, activity and header for a credential written in the definition."""
+    for name in literal_secret_headers(ctx.config):
+        key = ("webhook-literal-secret", ctx.activity_id, name.lower())
+        if key not in ctx.resources.warned:
+            ctx.resources.warned.add(key)
+            log.warning(
+                "activity %s: webhook header %r is written in the definition, so it is stored "
+                "in Temporal history and the activities table; name it in headers_from_env or "
+                "headers_from_file instead (docs/workers.md)",
+                ctx.activity_id,
+                name,
+            )
 
 
 BUILTINS = [noop, fail, emit, webhook]

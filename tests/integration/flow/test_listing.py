@@ -63,11 +63,11 @@ async def test_cli_and_api_list_throttle_rate_limit_singleton_and_skips(cfg, tem
     [skip] = doc["skips"]
     assert (skip["reason"], skip["event_id"], skip["key"]) == ("rate_limit", "e-c-0", "")
 
-    ops = OpsSettings(host="127.0.0.1", port=0, token=SecretStr("t"))
+    ops = OpsSettings(host="127.0.0.1", port=0, token=SecretStr("t" * 32))  # 32 at least
     server = OpsServer(OpsDeps(temporal, db_pool, cfg, ops))
     await server.start()
     try:
-        headers = {"Authorization": "Bearer t"}
+        headers = {"Authorization": "Bearer " + "t" * 32}
         async with httpx.AsyncClient(base_url=server.url, headers=headers, timeout=60) as http:
             got = await http.get("/api/flow", params={"activity": aid})
     finally:

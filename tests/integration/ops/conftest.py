@@ -7,6 +7,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import asyncpg
@@ -16,6 +17,7 @@ from pydantic import SecretStr
 from temporalio.client import Client, WorkflowHandle
 
 from ops.app import OpsDeps
+from ops.identity import hash_token
 from ops.service import OpsServer
 from ops.settings import OpsSettings
 from pipeline.settings import Settings
@@ -27,7 +29,22 @@ from tests.support.wait import eventually
 from workers.handlers import Registry, TaskContext, load_registry
 from workers.handlers.base import Handler, register
 
-TOKEN = f"tok-{uuid.uuid4().hex}"
+TOKEN = f"tok-{uuid.uuid4().hex}"  # the shared token: identity "ops-token", no person
+# A person's token each (INGEST_OPS_TOKENS_FILE): who acts comes from these, not the body.
+PEOPLE = {
+    name: f"{name}-{uuid.uuid4().hex}"
+    for name in ("alice", "bob", "carol", "dave", "mallory", "ann", "after-crash")
+}
+
+
+def tokens_file(folder: Path) -> Path:
+    path = folder / "ops-tokens"
+    path.write_text("".join(f"{n}:{hash_token(t)}\n" for n, t in PEOPLE.items()))
+    return path
+
+
+def as_person(name: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {PEOPLE[name]}"}
 
 
 def charge_registry(short: bool = False) -> Registry:
@@ -56,7 +73,12 @@ class Api:
     url: str
     http: httpx.AsyncClient
 
-    async def json(self, method: str, path: str, want: int = 200, **kw: Any) -> Any:
+    async def json(
+        self, method: str, path: str, want: int = 200, as_: str | None = None, **kw: Any
+    ) -> Any:
+        """``as_``: with that person's token (else the shared one)."""
+        if as_ is not None:
+            kw["headers"] = {**kw.get("headers", {}), **as_person(as_)}
         resp = await self.http.request(method, path, **kw)
         assert resp.status_code == want, (resp.status_code, resp.text)
         return resp.json()
@@ -64,9 +86,14 @@ class Api:
 
 @pytest.fixture
 async def ops_api(
-    cfg: Settings, temporal: Client, db_pool: asyncpg.Pool, search_attributes: None
+    cfg: Settings,
+    temporal: Client,
+    db_pool: asyncpg.Pool,
+    search_attributes: None,
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> AsyncIterator[Api]:
-    ops = OpsSettings(host="127.0.0.1", port=0, token=SecretStr(TOKEN))
+    people = tokens_file(tmp_path_factory.mktemp("ops"))
+    ops = OpsSettings(host="127.0.0.1", port=0, token=SecretStr(TOKEN), tokens_file=people)
     server = OpsServer(OpsDeps(temporal, db_pool, cfg, ops))
     await server.start()
     headers = {"Authorization": f"Bearer {TOKEN}"}

@@ -30,7 +30,7 @@ async def test_pause_and_resume_need_the_token(ops_api):
 async def test_pause_holds_new_runs_and_resume_starts_them(cfg, temporal, db_pool, ops_api):
     aid = await db.seed_activity(db_pool, f"hold.{uuid.uuid4().hex[:8]}")
     got = await ops_api.json(
-        "POST", f"/api/activities/{aid}/pause", json={"actor": "ann", "reason": "deploy"}
+        "POST", f"/api/activities/{aid}/pause", as_="ann", json={"reason": "deploy"}
     )
     assert (got["changed"], got["paused_by"], got["reason"], got["held_runs"]) == (
         True, "ann", "deploy", 0,
@@ -46,7 +46,7 @@ async def test_pause_holds_new_runs_and_resume_starts_them(cfg, temporal, db_poo
             return bool(mine["held_runs"] == 2 and mine["paused_by"] == "ann")
 
         await eventually(both_held, 60, "2 held")
-        got = await ops_api.json("POST", f"/api/activities/{aid}/resume", json={"actor": "ann"})
+        got = await ops_api.json("POST", f"/api/activities/{aid}/resume", as_="ann", json={})
         keys = ("was_paused", "held_runs", "resumed", "skipped", "signalled")
         assert [got[k] for k in keys] == [True, 2, 2, 0, 2], got
         results = await asyncio.wait_for(asyncio.gather(*(h.result() for h in handles)), 60)
@@ -72,4 +72,4 @@ async def test_console_pauses_an_activity(db_pool, ops_api, tmp_path):
     count = await asyncio.to_thread(_click_pause, ops_api.url, tmp_path, aid)
     assert count == "1 paused"
     by = await db_pool.fetchval("SELECT paused_by FROM activities WHERE id = $1::uuid", aid)
-    assert by == "console"
+    assert by == "ops-token"  # the console signed in with the shared token

@@ -59,23 +59,28 @@ async def test_list_and_decide_through_the_api(cfg, temporal, db_pool, topics, w
         assert [e["kind"] for e in state["audit"]] == ["requested"]
 
         path = f"/api/tasks/{task_id}/decision"
-        refused = await ops_api.json(
-            "POST", path, 403, json={"by": "mallory", "decision": "approve"}
-        )
+        refused = await ops_api.json("POST", path, 403, as_="mallory", json={"decision": "approve"})
         assert "'mallory' may not decide" in refused["detail"] and refused["field"] == "by"
-        no_reason = await ops_api.json("POST", path, 400, json={"by": "bob", "decision": "reject"})
+        shared = await ops_api.json("POST", path, 403, json={"decision": "approve"})
+        assert "shared INGEST_OPS_TOKEN" in shared["detail"] and shared["field"] == "by"
+        # A body naming someone else than the token: 403, not a decision as them.
+        posing = await ops_api.json(
+            "POST", path, 403, as_="mallory", json={"by": "alice", "decision": "approve"}
+        )
+        assert "'mallory'" in posing["detail"] and posing["field"] == "by"
+        no_reason = await ops_api.json("POST", path, 400, as_="bob", json={"decision": "reject"})
         assert no_reason["field"] == "reason"
-        bad_verb = await ops_api.json("POST", path, 400, json={"by": "bob", "decision": "maybe"})
+        bad_verb = await ops_api.json("POST", path, 400, as_="bob", json={"decision": "maybe"})
         assert bad_verb["field"] == "decision"
         unknown = "task-00000000-0000-5000-8000-000000000000:approval:0"
-        await ops_api.json("POST", f"/api/tasks/{unknown}/decision", 404,
-                           json={"by": "bob", "decision": "approve"})  # fmt: skip
+        await ops_api.json("POST", f"/api/tasks/{unknown}/decision", 404, as_="bob",
+                           json={"decision": "approve"})  # fmt: skip
 
-        ok = await ops_api.json("POST", path, json={"by": "alice", "decision": "approve"})
+        ok = await ops_api.json("POST", path, as_="alice", json={"decision": "approve"})
         assert (ok["task_id"], ok["status"], ok["seq"]) == (task_id, "approved", 1)
         result = await asyncio.wait_for(handle.result(), 60)
-        again = await ops_api.json("POST", path, 409, json={"by": "bob", "decision": "reject",
-                                                            "reason": "late"})  # fmt: skip
+        again = await ops_api.json("POST", path, 409, as_="bob",
+                                   json={"decision": "reject", "reason": "late"})  # fmt: skip
         assert "closed" in again["detail"]
 
     assert (result.status, result.tasks_succeeded) == ("succeeded", 2)

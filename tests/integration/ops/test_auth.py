@@ -3,6 +3,8 @@ appears in its output; without a token it refuses to start."""
 
 from __future__ import annotations
 
+import re
+
 import httpx
 
 from tests.support.net import free_port, free_ports
@@ -23,11 +25,14 @@ ENDPOINTS = [
     ("GET", "/api/activities", None),
     ("POST", "/api/activities/x/pause", {"actor": "a"}),
     ("POST", "/api/activities/x/resume", {"skip_held": True}),
+    ("GET", "/api/whoami", None),
+    ("POST", "/api/tasks/x/decision", {"decision": "approve"}),
+    ("POST", "/api/flow/x/release", {"key": "k"}),
 ]
 
 
 async def test_every_endpoint_needs_the_token_and_the_token_is_never_printed(cfg):
-    token = "s3cret-" + "x" * 24
+    token = "s3cret-" + "x" * 32
     port, metrics = free_ports(2)
     env = env_for(
         cfg,
@@ -72,8 +77,70 @@ async def test_refuses_to_start_without_a_token_unless_insecure_local(cfg):
     wide = await Proc.start({**env, "INGEST_OPS_HOST": "0.0.0.0"}, "ops", "--insecure-local")
     assert await wide.stop(None) == 2
     assert "--insecure-local needs INGEST_OPS_HOST=127.0.0.1" in wide.text
+    short = await Proc.start({**env, "INGEST_OPS_TOKEN": "a"}, "ops")
+    assert await short.stop(None) == 2
+    assert "INGEST_OPS_TOKEN must be at least 32 characters" in short.text
+
+
+async def test_insecure_local_makes_a_token_and_prints_the_console_link(cfg):
+    """No mode without a secret: the link printed (as Jupyter does) is the way in; the API
+    refuses anyone without it, any Host but the loopback names, and non-JSON writes."""
+    port = free_port()
+    env = env_for(cfg, INGEST_OPS_TOKEN="", INGEST_OPS_PORT=str(port))
     local = await Proc.start(env, "ops", "--insecure-local")
+    base = f"http://127.0.0.1:{port}"
     try:
-        await wait_http(f"http://127.0.0.1:{env['INGEST_OPS_PORT']}/api/runs", local)
+        await wait_http(f"{base}/healthz", local)
+        found = re.search(rf"{re.escape(base)}/#token=([A-Za-z0-9_-]+)", local.text)
+        assert found is not None, local.text
+        token = found.group(1)
+        assert len(token) >= 32
+        bearer = {"Authorization": f"Bearer {token}"}
+        async with httpx.AsyncClient(base_url=base, timeout=30) as http:
+            assert (await http.get("/api/runs")).status_code == 401
+            assert (await http.get("/api/runs", headers=bearer)).status_code == 200
+            me = (await http.get("/api/whoami", headers=bearer)).json()
+            assert me == {"name": "ops-token", "kind": "shared-token", "person": False}
+            local_name = await http.get(f"http://localhost:{port}/api/runs", headers=bearer)
+            assert local_name.status_code == 200
+            rebound = await http.get("/api/runs", headers={**bearer, "Host": f"evil.test:{port}"})
+            assert rebound.status_code == 400
+            # What a page on another origin can send without a preflight: text/plain.
+            plain = await http.post("/api/replay", content=b'{"dlq": true, "dry_run": false}',
+                                    headers={**bearer, "Content-Type": "text/plain"})  # fmt: skip
+            assert plain.status_code == 415
     finally:
         assert await local.stop() == 0, local.text
+    assert local.text.count(token) == 1  # the link only: never in a log line
+
+
+async def test_a_body_over_the_cap_answers_413_on_the_real_server(cfg):
+    port = free_port()
+    token = "big-body-" + "x" * 32
+    env = env_for(cfg, INGEST_OPS_TOKEN=token, INGEST_OPS_PORT=str(port),
+                  INGEST_OPS_MAX_BODY_BYTES="65536")  # fmt: skip
+    proc = await Proc.start(env, "ops")
+    base = f"http://127.0.0.1:{port}"
+    bearer = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
+
+    # Chunked: no Content-Length, so the cap holds while the body streams. 70 KB, so the
+    # client has sent it all before it reads the answer (a client still sending when the
+    # server closes sees a reset instead of the 413, as with any server that stops
+    # reading: tests/unit/ops/test_guard.py checks that the guard stops at the cap).
+    async def chunks():  # type: ignore[no-untyped-def]
+        yield b'{"from_offset": 0, "pad": "'
+        for _ in range(70):
+            yield b"x" * 1000
+        yield b'"}'
+
+    try:
+        await wait_http(f"{base}/healthz", proc)
+        async with httpx.AsyncClient(base_url=base, timeout=30) as http:
+            sized = await http.post("/api/replay", content=b"x" * 70_000, headers=bearer)
+            chunked = await http.post("/api/replay", content=chunks(), headers=bearer)
+            anonymous = await http.post("/api/replay", content=b"x" * 70_000,
+                                        headers={"Content-Type": "application/json"})  # fmt: skip
+    finally:
+        assert await proc.stop() == 0, proc.text
+    assert sized.status_code == 413 and chunked.status_code == 413, (sized.text, chunked.text)
+    assert anonymous.status_code == 401

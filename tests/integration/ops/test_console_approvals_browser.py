@@ -1,7 +1,8 @@
 """The console's "Waiting approvals" view in headless Chromium (selenium): it lists the
-waiting approval with its deciders and deadline; a decision by someone not listed is
-refused in place (the operator stays signed in); approving as a listed approver lets
-the run go on, and the console shows it succeed."""
+waiting approval with its deciders and deadline; signed in with mallory's token (not
+listed) a decision is refused in place (the operator stays signed in); signed in again
+with alice's token, approving lets the run go on, and the console shows it succeed.
+The page has no "decide as" field any more: who decides is who the token names."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from tests.support import wait
 from workers.approvals.part import approval_part
 from workers.parts import core_part
 
-from .conftest import event_run, insert_activity, start_run
+from .conftest import PEOPLE, event_run, insert_activity, start_run
 from .test_console_browser import signed_in
 
 APPROVAL = {
@@ -28,21 +29,23 @@ APPROVAL = {
 
 def drive(url: str, task_id: str, shots: Path) -> dict[str, str]:
     seen: dict[str, str] = {}
-    with signed_in(url, shots) as (browser, wait):
+    with signed_in(url, shots, token=PEOPLE["mallory"]) as (browser, wait):
         card = (By.CSS_SELECTOR, f'.approval[data-task-id="{task_id}"]')
         wait.until(ec.visibility_of_element_located(card))
         found = browser.find_element(*card)
         seen["card"] = found.text
-        found.find_element(By.NAME, "by").send_keys("mallory")
+        seen["by_fields"] = str(len(found.find_elements(By.NAME, "by")))
         found.find_element(By.CSS_SELECTOR, "button.approve").click()
         wait.until(lambda b: "may not decide" in b.find_element(*card).text)
         seen["refused"] = browser.find_element(*card).find_element(By.CLASS_NAME, "msg").text
         seen["still_signed_in"] = str(
             not browser.find_element(By.ID, "app").get_attribute("hidden")
         )
-        by = browser.find_element(*card).find_element(By.NAME, "by")
-        by.clear()
-        by.send_keys("alice")
+        browser.find_element(By.ID, "logout").click()
+        wait.until(ec.visibility_of_element_located((By.ID, "token"))).send_keys(PEOPLE["alice"])
+        browser.find_element(By.ID, "login-button").click()
+        wait.until(lambda b: "decide as alice" in b.find_element(*card).text)
+        seen["whoami"] = browser.find_element(By.ID, "whoami").text
         browser.save_screenshot(str(shots / "console-approval.png"))
         browser.find_element(*card).find_element(By.CSS_SELECTOR, "button.approve").click()
         wait.until(lambda b: "approved by alice" in b.find_element(By.ID, "approval-flash").text)
@@ -74,7 +77,9 @@ async def test_console_approves_a_waiting_approval_in_headless_chromium(
 
     assert "deciders: alice · escalation: carol" in seen["card"]
     assert "deadline (escalation)" in seen["card"] and '"partner": "acme"' in seen["card"]
+    assert "decide as mallory" in seen["card"] and seen["by_fields"] == "0"
     assert "'mallory' may not decide" in seen["refused"]
+    assert seen["whoami"] == "signed in as alice"
     assert seen["still_signed_in"] == "True"
     assert seen["answer"].startswith(f"{task_id} approved by alice")
     assert seen["run_status"] == "succeeded" and result.status == "succeeded"

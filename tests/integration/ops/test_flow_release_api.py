@@ -37,14 +37,14 @@ async def test_release_lets_a_blocked_line_go_on(db_pool, ops_api):
 
     # One of key and workflow_id, not both and not neither.
     both = {"key": "o1", "workflow_id": runs[0].workflow_id}
-    for body in (both, {"actor": "ann"}):
-        await ops_api.json("POST", f"/api/flow/{aid}/release", want=400, json=body)
+    for body in (both, {}):
+        await ops_api.json("POST", f"/api/flow/{aid}/release", want=400, as_="ann", json=body)
     await ops_api.json("POST", "/api/flow/no-such/release", want=404, json={"key": "o1"})
     await ops_api.json("POST", f"/api/flow/{aid}/release", want=404, json={"key": "other"})
 
     act_name = await db_pool.fetchval("SELECT name FROM activities WHERE id = $1::uuid", aid)
     got = await ops_api.json(  # by the activity's name (or its id)
-        "POST", f"/api/flow/{act_name}/release", json={"actor": "ann", "key": "o1"}
+        "POST", f"/api/flow/{act_name}/release", as_="ann", json={"key": "o1"}
     )
     # The next run was never started in Temporal: not woken, it asks on its own.
     assert got == {
@@ -66,7 +66,7 @@ async def test_release_lets_a_blocked_line_go_on(db_pool, ops_api):
         "SELECT status FROM activity_runs WHERE workflow_id = $1", runs[0].workflow_id
     ) == "failed"  # fmt: skip
     got = await ops_api.json(
-        "POST", f"/api/flow/{aid}/release",
+        "POST", f"/api/flow/{aid}/release", as_="bob",
         json={"actor": "bob", "workflow_id": runs[2].workflow_id},
     )  # fmt: skip
     assert (got["released"], got["run_status"], got["next_workflow_id"]) == (

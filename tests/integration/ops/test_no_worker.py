@@ -17,15 +17,16 @@ from ops.service import OpsServer
 from ops.settings import OpsSettings
 from schemas.ids import task_workflow_id
 
-from .conftest import TOKEN
+from .conftest import TOKEN, as_person, tokens_file
 
 
-async def test_no_worker_answers_503_with_the_error_body(cfg, temporal, db_pool):
+async def test_no_worker_answers_503_with_the_error_body(cfg, temporal, db_pool, tmp_path):
     task_id = task_workflow_id(str(uuid.uuid4()), "approval", 0)
     handle = await temporal.start_workflow(
         "TaskInstanceWorkflow", id=task_id, task_queue=f"nobody-polls-{uuid.uuid4().hex}"
     )
-    ops = OpsSettings(host="127.0.0.1", port=0, token=SecretStr(TOKEN), temporal_timeout_seconds=1)
+    ops = OpsSettings(host="127.0.0.1", port=0, token=SecretStr(TOKEN), temporal_timeout_seconds=1,
+                      tokens_file=tokens_file(tmp_path))  # fmt: skip
     server = OpsServer(OpsDeps(temporal, db_pool, cfg, ops))
     await server.start()
     headers = {"Authorization": f"Bearer {TOKEN}"}
@@ -33,7 +34,9 @@ async def test_no_worker_answers_503_with_the_error_body(cfg, temporal, db_pool)
         async with httpx.AsyncClient(base_url=server.url, headers=headers, timeout=60) as http:
             got = await http.get(f"/api/approvals/{task_id}")
             decided = await http.post(
-                f"/api/tasks/{task_id}/decision", json={"by": "alice", "decision": "approve"}
+                f"/api/tasks/{task_id}/decision",
+                json={"decision": "approve"},
+                headers=as_person("alice"),
             )
     finally:
         await server.stop()

@@ -71,6 +71,7 @@ async def test_fix_patch_retries_the_task_and_the_run_succeeds(
         answer = await ops_api.json(
             "POST",
             f"/api/tasks/{p.task_id}/fix",
+            as_="alice",
             json={"patch": {"amount": 10}, "actor": "alice", "note": "typo in the source system"},
         )
         assert answer == {"task_id": p.task_id, "action": "fix", "seq": 1}
@@ -115,7 +116,7 @@ async def test_skip_marks_the_task_skipped_and_the_run_goes_on(
 ):
     async with worker(registry=charge_registry()):
         p = await paused_task(amount=-5, extra_tasks=[{"type": "noop"}])
-        await ops_api.json("POST", f"/api/tasks/{p.task_id}/skip", json={"actor": "carol"})
+        await ops_api.json("POST", f"/api/tasks/{p.task_id}/skip", as_="carol", json={})
         result = await asyncio.wait_for(p.handle.result(), 60)
     assert (
         result.status,
@@ -140,7 +141,7 @@ async def test_skip_marks_the_task_skipped_and_the_run_goes_on(
 async def test_abort_fails_the_task_and_the_run(db_pool, worker, ops_api, paused_task):
     async with worker(registry=charge_registry()):
         p = await paused_task(amount=None)
-        await ops_api.json("POST", f"/api/tasks/{p.task_id}/abort", json={"actor": "dave"})
+        await ops_api.json("POST", f"/api/tasks/{p.task_id}/abort", as_="dave", json={})
         result = await asyncio.wait_for(p.handle.result(), 60)
     assert (result.status, result.tasks_failed) == ("failed", 1)
     row = await db_pool.fetchrow("SELECT * FROM task_instances WHERE id = $1", p.task_id)
@@ -211,7 +212,7 @@ async def test_errors_name_the_field_the_id_or_the_state(ops_api: Api, db_pool):
     assert bad_status.status_code == 400 and bad_status.json()["field"] == "status"
     bad_replay = await ops_api.http.post("/api/replay", json={})
     assert bad_replay.status_code == 400 and bad_replay.json()["field"] == "from_offset"
-    no_patch = await ops_api.http.post("/api/tasks/task-x:charge:0/fix", json={"actor": "a"})
+    no_patch = await ops_api.http.post("/api/tasks/task-x:charge:0/fix", json={})
     assert no_patch.status_code == 400 and no_patch.json()["field"] == "patch"
 
 

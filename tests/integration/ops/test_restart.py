@@ -34,7 +34,8 @@ async def test_a_fix_after_the_worker_was_killed_and_restarted_still_works(
         answer = await ops_api.json(
             "POST",
             f"/api/tasks/{p.task_id}/fix",
-            json={"patch": {"amount": 12.5}, "actor": "after-crash"},
+            as_="after-crash",
+            json={"patch": {"amount": 12.5}},
         )
         assert answer["seq"] == 1
         result = await asyncio.wait_for(p.handle.result(), 120)

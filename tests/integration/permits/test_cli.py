@@ -72,16 +72,17 @@ async def test_apply_resources_then_list_and_release_a_held_permit(
         assert (row["state"], row["token"], row["capacity"]) == ("held", 1, 2)
         assert row["holder"].startswith(f"task-{run.run_id}:hang:")
         # The ops service's GET /api/permits shows the same rows (behind its token).
-        ops = OpsSettings(host="127.0.0.1", port=0, token=SecretStr("permits-token"))
+        token = "permits-token-" + "p" * 32  # 32 characters at least
+        ops = OpsSettings(host="127.0.0.1", port=0, token=SecretStr(token))
         app = create_app(OpsDeps(temporal, db_pool, cfg, ops))
-        async with httpx.AsyncClient(
-            transport=httpx.ASGITransport(app=app), base_url="http://ops"
+        async with httpx.AsyncClient(  # a Host the ops API serves (ops.guard)
+            transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1"
         ) as http:
             assert (await http.get("/api/permits")).status_code == 401
             resp = await http.get(
                 "/api/permits",
                 params={"resource": res},
-                headers={"Authorization": "Bearer permits-token"},
+                headers={"Authorization": f"Bearer {token}"},
             )
         assert resp.status_code == 200, resp.text
         (api_row,) = resp.json()["permits"]

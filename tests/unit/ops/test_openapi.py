@@ -82,12 +82,15 @@ def test_the_approval_state_names_its_audit_trail(schema):
 async def test_an_unexpected_error_answers_the_error_body():
     """Not a bare "Internal Server Error": here the database pool is missing."""
     import httpx
+    from pydantic import SecretStr
 
-    deps = OpsDeps(client=None, pool=None, settings=None, ops=OpsSettings())  # type: ignore[arg-type]
+    token = "t" * 32
+    ops = OpsSettings(token=SecretStr(token))
+    deps = OpsDeps(client=None, pool=None, settings=None, ops=ops)  # type: ignore[arg-type]
     transport = httpx.ASGITransport(app=create_app(deps), raise_app_exceptions=False)
-    async with httpx.AsyncClient(transport=transport, base_url="http://ops") as http:
-        resp = await http.get("/api/runs")
+    async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1:8080") as http:
+        resp = await http.get("/api/runs", headers={"Authorization": f"Bearer {token}"})
         auth = await http.get("/auth")
     assert resp.status_code == 500
     assert resp.json() == {"detail": "internal error (AttributeError); see the ops log"}
-    assert auth.json() == {"token_required": False}
+    assert auth.json() == {"token_required": True}

@@ -18,6 +18,9 @@ def test_bad_database_url_names_the_variable(monkeypatch):
 def test_secrets_never_printed(monkeypatch):
     monkeypatch.setenv("DATABASE_URL", "postgresql://u:db-s3cret@h/db")
     monkeypatch.setenv("TEMPORAL_API_KEY", "tmprl-s3cret")
+    monkeypatch.setenv("KAFKA_SECURITY_PROTOCOL", "SASL_PLAINTEXT")
+    monkeypatch.setenv("KAFKA_SASL_MECHANISM", "SCRAM-SHA-512")
+    monkeypatch.setenv("KAFKA_SASL_USERNAME", "ingest")
     monkeypatch.setenv("KAFKA_SASL_PASSWORD", "kafka-s3cret")
     cfg = settings.load_settings()
     text = repr(cfg) + str(cfg) + cfg.model_dump_json()

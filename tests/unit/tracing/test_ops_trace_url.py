@@ -70,10 +70,13 @@ class Pool:
 
 
 def test_the_run_listing_carries_the_trace_and_its_link():
-    ops = OpsSettings(token=SecretStr("t"), trace_url_template="https://j.example/t/{trace_id}")
+    ops = OpsSettings(
+        token=SecretStr("t" * 32), trace_url_template="https://j.example/t/{trace_id}"
+    )
     deps = OpsDeps(client=None, pool=Pool(), settings=None, ops=ops)  # type: ignore[arg-type]
-    with TestClient(create_app(deps)) as http:
-        resp = http.get("/api/runs", headers={"Authorization": "Bearer t"})
+    # The ops API serves only its loopback Host names (ops.guard).
+    with TestClient(create_app(deps), base_url="http://127.0.0.1:8080") as http:
+        resp = http.get("/api/runs", headers={"Authorization": "Bearer " + "t" * 32})
     assert resp.status_code == 200, resp.text
     traced, untraced = resp.json()["runs"]
     assert traced["trace_id"] == TRACE_ID
