@@ -28,7 +28,7 @@ $(VENV)/.installed: pyproject.toml stack/pyproject.toml
 	@touch $@
 
 stack-up: system-deps install
-	$(BIN)/ingest stack up
+	$(BIN)/ingest stack up $(STACK_UP_FLAGS)
 
 stack-down:
 	$(BIN)/ingest stack down
@@ -49,6 +49,9 @@ run: system-deps stack-up
 
 # The test suite against the real local stack (CI runs exactly this): all of it on the
 # dev server, then its real-server subset on the real Temporal server.
+# --secure: the secured listeners and TLS PostgreSQL too (tests/integration/secure/), from
+# the start, so no test restarts the shared broker to add them (docs/security.md).
+test: STACK_UP_FLAGS := --secure
 test: system-deps lint stack-up promtool-k8s keda-schemas
 	$(BIN)/ingest stack build
 	FAULTS_REPORT=1 $(BIN)/pytest -q -m "not slow and not server_only" $(PYTEST_ARGS)

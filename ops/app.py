@@ -35,6 +35,8 @@ from temporalio.client import Client
 from ops import activity_hold, approvals, dlq, flow_release, gauges, store, tasks
 from ops import headers as sec
 from ops.auth import acting, identity
+from ops.codec_api import MAX_BODY_BYTES as CODEC_MAX_BODY_BYTES
+from ops.codec_api import configured_codec_router
 from ops.errors import ApiError, BadField, NotFound
 from ops.guard import FailedAuth, Guard
 from ops.identity import Authenticator, Identity, load_tokens_file, parse_networks
@@ -57,6 +59,7 @@ from ops.models import (
 )
 from ops.replay_adapter import ReplayError, ReplayRequest, run_replay
 from ops.settings import OpsSettings
+from pipeline.codec_keys import load_codec_settings
 from pipeline.kafka import UndecodableBatch
 from pipeline.settings import Settings
 from schemas.status import RunStatus, TaskStatus
@@ -65,6 +68,9 @@ from schemas.workflow_io import FixRequest
 Limit = Annotated[int, Query(ge=1, le=1000)]
 Who = Annotated[Identity, Depends(identity)]
 SWAGGER_CDN = "https://cdn.jsdelivr.net"
+
+
+CODEC_PREFIX = "/codec"
 
 
 @dataclass(frozen=True)
@@ -300,6 +306,13 @@ def create_app(deps: OpsDeps, port: int | None = None) -> FastAPI:
     ops = deps.ops
     app = OpsApp(title="ingest ops", description=__doc__, docs_url=None, redoc_url=None)
     app.include_router(_api(deps))
+    body_caps: dict[str, int] = {}
+    # The codec server (INGEST_CODEC_KEYS set): POST /codec/encode and /codec/decode for
+    # the Temporal UI and `temporal --codec-endpoint`, behind the same guard as /api.
+    codec_routes = configured_codec_router(load_codec_settings())
+    if codec_routes is not None:
+        app.include_router(codec_routes, prefix=CODEC_PREFIX)
+        body_caps[f"{CODEC_PREFIX}/"] = CODEC_MAX_BODY_BYTES
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     page = (resources.files("ops") / "console.html").read_text()  # served as hashed
     csp = {"/": sec.console_csp(page)}
@@ -326,6 +339,7 @@ def create_app(deps: OpsDeps, port: int | None = None) -> FastAPI:
         "max_body": ops.max_body_bytes,
         "csp": csp,
         "failures": FailedAuth(ops.auth_failure_limit),
+        "body_caps": body_caps,
     }
 
     @app.get("/auth", response_model=AuthInfo)

@@ -49,7 +49,8 @@ def codec_router(
     max_body_bytes: int = MAX_BODY_BYTES,
 ) -> APIRouter:
     """The codec server's routes. ``auth``: a FastAPI dependency run on ``POST`` only
-    (e.g. ``ops.auth.TokenGuard``); ``OPTIONS`` preflights must stay unauthenticated."""
+    (the ops service passes None: :class:`ops.guard.Guard` authenticates every request
+    but ``OPTIONS`` before the routes see it); preflights must stay unauthenticated."""
     origins = frozenset(allowed_origins)
     router = APIRouter(tags=["codec"])
     post_deps = [Depends(auth)] if auth is not None else []

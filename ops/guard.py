@@ -113,12 +113,16 @@ class Guard:
         max_body: int,
         csp: Mapping[str, str],
         failures: FailedAuth,
+        body_caps: Mapping[str, int] | None = None,
     ) -> None:
         self.app = app
         self.auth = auth
         self.allowed_hosts = allowed_hosts
         self.public = public
         self.max_body = max_body
+        # Path prefixes with a cap of their own (the codec server's /codec/: a page of
+        # history payloads), instead of max_body.
+        self.body_caps = dict(body_caps or {})
         self.csp = dict(csp)
         self.failures = failures
         self._too_large = f"the body is larger than {max_body} bytes (INGEST_OPS_MAX_BODY_BYTES)"
@@ -145,11 +149,23 @@ class Guard:
             status, detail, extra = refusal
             await _answer(secured, status, detail, extra)
             return
-        body = await _read_body(receive, self.max_body)
+        cap = self._cap(scope["path"])
+        body = await _read_body(receive, cap)
         if body is None:
-            await _answer(secured, 413, self._too_large, {})
+            await _answer(secured, 413, self._too_large_msg(cap), {})
             return
         await self.app(scope, _replay(body, receive), secured)
+
+    def _cap(self, path: str) -> int:
+        for prefix, cap in self.body_caps.items():
+            if path.startswith(prefix):
+                return cap
+        return self.max_body
+
+    def _too_large_msg(self, cap: int) -> str:
+        if cap == self.max_body:
+            return self._too_large
+        return f"the body is larger than {cap} bytes"
 
     def _refusal(self, scope: Scope) -> tuple[int, str, dict[str, str]] | None:
         hdrs = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
@@ -167,8 +183,8 @@ class Guard:
         if length is not None:
             if not length.strip().isdigit():
                 return 400, "Content-Length is not a number", {}
-            if int(length) > self.max_body:
-                return 413, self._too_large, {}
+            if int(length) > (cap := self._cap(scope["path"])):
+                return 413, self._too_large_msg(cap), {}
         return None
 
     def _identify(
