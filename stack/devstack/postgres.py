@@ -12,7 +12,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from devstack.procs import StackError, wait_for
+from devstack.procs import Proc, StackError, wait_for
 from devstack.service import Service
 from devstack.settings import HOST
 
@@ -99,31 +99,7 @@ class Postgres(Service):
             f"-h {HOST} -p {self.cfg.pg_port} -k {sock} -c max_connections=300 "
             "-c shared_buffers=256MB -c fsync=on -c synchronous_commit=on"
         )
-        res = subprocess.run(
-            [
-                str(bin_dir / "pg_ctl"),
-                "-D",
-                str(data),
-                "-l",
-                str(logfile),
-                "-o",
-                opts,
-                "-w",
-                "-t",
-                "60",
-                "start",
-            ],
-            capture_output=True,
-            text=True,
-            **run_as,  # type: ignore[call-overload]
-        )
-        if res.returncode != 0:
-            raise StackError(
-                f"PostgreSQL failed to start:\n{res.stdout}{res.stderr}\n{self.proc.tail()}"
-            )
-        pid = (data / "postmaster.pid").read_text().split()[0]
-        self.proc.pidfile.parent.mkdir(parents=True, exist_ok=True)
-        self.proc.pidfile.write_text(pid)
+        pg_ctl_start(bin_dir, data, logfile, opts, run_as, self.proc, "PostgreSQL")
         asyncio.run(_pg_create_db(self.cfg.pg_port, "ingest"))
         wait_for(self.answering, "PostgreSQL", self.proc, 30)
         return "started"
@@ -159,6 +135,31 @@ def _pg_binaries() -> tuple[Path, str | None]:
             "project's [stack] extra), or set DATABASE_URL to a running server"
         ) from None
     return Path(POSTGRES_BIN_PATH), pg_user()
+
+
+def pg_ctl_start(
+    bin_dir: Path,
+    data: Path,
+    logfile: Path,
+    opts: str,
+    run_as: dict[str, object],
+    proc: Proc,
+    what: str,
+) -> None:
+    """``pg_ctl start`` (waiting up to 60 s) as ``run_as``; the postmaster's pid into
+    ``proc``'s pid file. :class:`StackError` naming ``what`` with the server's log."""
+    res = subprocess.run(
+        [str(bin_dir / "pg_ctl"), "-D", str(data), "-l", str(logfile), "-o", opts]
+        + ["-w", "-t", "60", "start"],
+        capture_output=True,
+        text=True,
+        **run_as,  # type: ignore[call-overload]
+    )
+    if res.returncode != 0:
+        raise StackError(f"{what} failed to start:\n{res.stdout}{res.stderr}\n{proc.tail()}")
+    pid = (data / "postmaster.pid").read_text().split()[0]
+    proc.pidfile.parent.mkdir(parents=True, exist_ok=True)
+    proc.pidfile.write_text(pid)
 
 
 def pg_user() -> str | None:

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from devstack import secure
-from devstack.postgres import _pg_handshake, pg_user
+from devstack.postgres import _pg_handshake, pg_ctl_start, pg_user
 from devstack.procs import StackError
 from devstack.service import Service
 from devstack.settings import HOST
@@ -148,20 +148,7 @@ class PostgresTls(Service):
             if res.returncode != 0:
                 raise StackError(f"initdb (TLS PostgreSQL) failed:\n{res.stdout}{res.stderr}")
         opts = " ".join(server_options(self.cfg.pg_tls_port, sock, tls, hba))
-        res = subprocess.run(
-            [str(bin_dir / "pg_ctl"), "-D", str(data), "-l", str(logfile), "-o", opts]
-            + ["-w", "-t", "60", "start"],
-            capture_output=True,
-            text=True,
-            **run_as,  # type: ignore[call-overload]
-        )
-        if res.returncode != 0:
-            raise StackError(
-                f"the TLS PostgreSQL failed to start:\n{res.stdout}{res.stderr}\n{self.proc.tail()}"
-            )
-        pid = (data / "postmaster.pid").read_text().split()[0]
-        self.proc.pidfile.parent.mkdir(parents=True, exist_ok=True)
-        self.proc.pidfile.write_text(pid)
+        pg_ctl_start(bin_dir, data, logfile, opts, run_as, self.proc, "the TLS PostgreSQL")
         asyncio.run(self._prepare())
         return "started"
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
-import sys
 import time
 import uuid
 from pathlib import Path
@@ -26,23 +25,14 @@ from tests.integration.secure.conftest import SecureStack
 from tests.support import ROOT
 from tests.support import db as seed
 from tests.support import kafka as plain_kafka
-from tests.support.process import clean_env
+from tests.support.process import clean_env, spawn_router
 
 BOUND = 30  # seconds a refused process may take
 
 
 async def _run_router(env: dict[str, str]) -> tuple[int, str, float]:
     t0 = time.monotonic()
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "app.cli",
-        "router",
-        cwd=ROOT,
-        env=env,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT,
-    )
+    proc = await spawn_router(env)
     try:
         out, _ = await asyncio.wait_for(proc.communicate(), BOUND + 15)
     except TimeoutError:
