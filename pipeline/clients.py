@@ -82,9 +82,42 @@ async def temporal_client(
         raise Unreachable(
             f"cannot reach Temporal at TEMPORAL_ADDRESS={cfg.address} "
             f"(namespace TEMPORAL_NAMESPACE={cfg.namespace}): {type(exc).__name__}: {exc}"
+            + temporal_hint(cfg, str(exc))
         ) from None
     await _check_namespace(client, cfg, timeout)
     return client
+
+
+def temporal_hint(cfg: TemporalSettings, text: str) -> str:
+    """Which ``TEMPORAL_TLS_*`` setting a failed TLS connection points at, when a client
+    certificate or a CA is configured ('' otherwise, or for any other failure).
+
+    A server that refuses the client certificate does so after the client's side of a
+    TLS 1.3 handshake: the client often sees only the connection closed (or a broken
+    pipe, an EOF without close_notify), not the server's alert."""
+    configured = ("client_cert_path", "client_cert_data", "server_ca_cert_path")
+    if all(getattr(cfg, f"tls_{n}") is None for n in (*configured, "server_ca_cert_data")):
+        return ""
+    t = text.lower()
+    if "notvalidforname" in t:
+        return (
+            "; the server's certificate does not carry the name this client expects: set"
+            " TEMPORAL_TLS_SERVER_NAME to a name in it"
+        )
+    if "invalidcertificate" in t or "unknownissuer" in t:
+        return (
+            "; the server's certificate was not verified: TEMPORAL_TLS_SERVER_CA_CERT_PATH"
+            " (or _DATA) must be the CA that signed it, TEMPORAL_TLS_SERVER_NAME a name in it"
+        )
+    ended = ("alert", "handshake", "close_notify", "closed", "broken pipe", "unexpectedeof")
+    if any(s in t for s in (*ended, "connection reset", "connectionreset")):
+        return (
+            "; the server ended the TLS connection: it may refuse the client certificate"
+            " of TEMPORAL_TLS_CLIENT_CERT_PATH (or _DATA) and TEMPORAL_TLS_CLIENT_KEY_PATH"
+            " (none, expired, or of a CA it does not trust); check"
+            " TEMPORAL_TLS_SERVER_CA_CERT_PATH and TEMPORAL_TLS_SERVER_NAME too"
+        )
+    return ""
 
 
 async def _check_namespace(client: Client, cfg: TemporalSettings, timeout: float) -> None:

@@ -45,6 +45,12 @@ RETRIABLE = frozenset(
         RPCStatusCode.INTERNAL,
         RPCStatusCode.UNKNOWN,
         RPCStatusCode.CANCELLED,
+        # The client's credentials, not the message: an expired or revoked API key (JWT),
+        # or a namespace permission taken away, refuses every start alike. Retried and
+        # counted (IngestStartErrors) like an outage, never dead-lettered: a refusal here
+        # sent every event to the DLQ (tests/integration/secure_temporal/).
+        RPCStatusCode.UNAUTHENTICATED,
+        RPCStatusCode.PERMISSION_DENIED,
     }
 )
 

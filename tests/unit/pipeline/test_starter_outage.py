@@ -33,6 +33,9 @@ def _error(status: RPCStatusCode, message: str, detail: str | None = None) -> RP
         (_error(RPCStatusCode.NOT_FOUND, "workflow not found", WF_DETAIL), None),
         (_error(RPCStatusCode.NOT_FOUND, "Namespace x is not found."), None),  # no detail
         (_error(RPCStatusCode.INVALID_ARGUMENT, "WorkflowId exceeds length limit"), None),
+        # The credentials, not the message: an expired JWT, a revoked permission.
+        (_error(RPCStatusCode.PERMISSION_DENIED, "Request unauthorized."), "PERMISSION_DENIED"),
+        (_error(RPCStatusCode.UNAUTHENTICATED, "token expired"), "UNAUTHENTICATED"),
     ],
 )
 def test_outage_or_refusal(error: RPCError, label: str | None) -> None:
