@@ -66,20 +66,33 @@ class Shutdown:
         return True
 
 
+# Bounds of the metrics/health server (security review, finding 16): a client that sends
+# its request head slowly (slowloris) or without end is dropped, and at most
+# HTTP_MAX_CONNECTIONS are served at once (more are closed at accept), so no client can
+# hold the process's file descriptors. Probes and scrapes send a few short lines at once.
+HTTP_HEAD_SECONDS = 5.0  # the whole request head, not each line
+HTTP_MAX_HEADER_LINES = 100
+HTTP_WRITE_SECONDS = 10.0  # a scrape that does not read its answer
+HTTP_MAX_CONNECTIONS = 64
+
+
 async def serve_http(
     host: str, port: int, ready: Callable[[], bool] = lambda: True
 ) -> asyncio.Server | None:
     """Start the metrics/health server; ``port == 0`` disables it."""
     if port == 0:
         return None
+    served = 0
 
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nonlocal served
+        if served >= HTTP_MAX_CONNECTIONS:
+            writer.close()
+            return
+        served += 1
         try:
-            line = await asyncio.wait_for(reader.readline(), 5)
-            parts = line.decode("latin-1").split()
-            path = parts[1].split("?")[0] if len(parts) >= 2 else "/"
-            while (await asyncio.wait_for(reader.readline(), 5)) not in (b"\r\n", b"\n", b""):
-                pass
+            async with asyncio.timeout(HTTP_HEAD_SECONDS):
+                path = await _request_path(reader)
             if path == "/metrics":
                 status, ctype, body = "200 OK", CONTENT_TYPE_LATEST, generate_latest(REGISTRY)
             elif path == "/healthz":
@@ -95,10 +108,12 @@ async def serve_http(
                 f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
             )
             writer.write(head.encode() + body)
-            await writer.drain()
-        except (TimeoutError, ConnectionError):
-            pass
+            async with asyncio.timeout(HTTP_WRITE_SECONDS):
+                await writer.drain()
+        except (TimeoutError, ConnectionError, ValueError):
+            pass  # too slow, gone, or a head out of bounds: dropped without an answer
         finally:
+            served -= 1
             writer.close()
 
     try:
@@ -107,3 +122,14 @@ async def serve_http(
         raise BindError(METRICS_PORT_ENV, host, port, exc) from None
     log.info("serving /metrics /healthz /readyz on http://%s:%d", host, port)
     return server
+
+
+async def _request_path(reader: asyncio.StreamReader) -> str:
+    """The path of a request head; ValueError past HTTP_MAX_HEADER_LINES (a line over the
+    reader's 64 KiB limit raises ValueError too)."""
+    parts = (await reader.readline()).decode("latin-1").split()
+    path = parts[1].split("?")[0] if len(parts) >= 2 else "/"
+    for _ in range(HTTP_MAX_HEADER_LINES):
+        if await reader.readline() in (b"\r\n", b"\n", b""):
+            return path
+    raise ValueError("too many header lines")
