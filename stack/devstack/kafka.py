@@ -2,8 +2,10 @@
 
 ``ensure()`` starts it unless it already answers ("started" or "already
 running"), ``stop()`` stops it, ``answering()`` checks it. With ``INGEST_STACK_SECURE``
-(``up --secure``) it has three TLS listeners too (:mod:`devstack.secure`); a broker of
-this stack that runs without them is restarted with them. The jars are fetched
+(``up --secure``) it has three TLS listeners too (:mod:`devstack.secure`), and with
+``INGEST_STACK_KAFKA_PROXIED_PORT`` a PROXIED listener advertised at a Toxiproxy proxy
+(:mod:`devstack.toxiproxy`); a broker of this stack that runs without them is restarted
+with them. The jars are fetched
 once with Maven; ``server.properties`` and the log4j config are written from
 :mod:`devstack.templates` on every start.
 """
@@ -20,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from devstack import secure
+from devstack import secure, toxiproxy
 from devstack.maven import copy_jars
 from devstack.procs import StackError, port_open, wait_for
 from devstack.service import Service
@@ -93,16 +95,21 @@ class Kafka(Service):
 
     def ensure(self) -> str:
         if self.already_running("Kafka"):
-            if not self.cfg.secure or self.secure_answering():
+            missing = self.missing_listeners()
+            if not missing:
                 return "already running"
             if self.proc.pid() is None:
-                raise StackError(
-                    f"the Kafka on {self.address} has no secure listeners and was not "
-                    "started by this stack (INGEST_STACK_DIR): stop it, then `ingest stack "
-                    "up --secure`"
+                flag = " --secure" if self.cfg.secure else ""
+                env = " with INGEST_STACK_KAFKA_PROXIED_PORT set" * bool(
+                    self.cfg.kafka_proxied_port
                 )
-            self.stop()  # restarted with its secure listeners: PLAINTEXT stays as it was
-            state = "restarted with --secure"
+                raise StackError(
+                    f"the Kafka on {self.address} has no {missing} listener(s) and was not "
+                    "started by this stack (INGEST_STACK_DIR): stop it, then `ingest stack "
+                    f"up{flag}`{env}"
+                )
+            self.stop()  # restarted with its listeners: PLAINTEXT stays as it was
+            state = f"restarted with its {missing} listener(s)"
         else:
             state = "started"
         java = _java()
@@ -154,7 +161,10 @@ class Kafka(Service):
                 str(props),
             ]
         )
-        check = self.secure_answering if self.cfg.secure else self.answering
+
+        def check() -> bool:
+            return self.answering() and not self.missing_listeners()
+
         wait_for(check, "Kafka", self.proc, self.cfg.kafka_start_timeout_seconds)
         if self.cfg.secure and not formatted_now:
             self.ensure_scram_user()
@@ -165,6 +175,16 @@ class Kafka(Service):
         return self.answering() and all(
             port_open(HOST, x.port) for x in secure.kafka_listeners(self.cfg)
         )
+
+    def missing_listeners(self) -> str:
+        """The opt-in listeners this broker should have and does not accept connections
+        on: ``secure`` (``cfg.secure``), ``PROXIED`` (``cfg.kafka_proxied_port``), or ""."""
+        missing = []
+        if self.cfg.secure and not self.secure_answering():
+            missing.append("secure")
+        if self.cfg.kafka_proxied_port and not port_open(HOST, self.cfg.kafka_proxied_listen_port):
+            missing.append(toxiproxy.KAFKA_LISTENER)
+        return ", ".join(missing)
 
     @property
     def _scram_marker(self) -> Path:
@@ -212,14 +232,21 @@ class Kafka(Service):
 
 def render_properties(cfg: StackSettings, data: Path) -> str:
     """``server.properties`` of the single node; with ``cfg.secure`` its secure
-    listeners too (:mod:`devstack.secure`), PLAINTEXT and CONTROLLER unchanged."""
+    listeners too (:mod:`devstack.secure`), with ``cfg.kafka_proxied_port`` its PROXIED
+    listener (:mod:`devstack.toxiproxy`), PLAINTEXT and CONTROLLER unchanged."""
     listeners, protocols = secure.kafka_listener_fields(cfg) if cfg.secure else ("", "")
+    advertised = listeners
+    if cfg.kafka_proxied_port:
+        more, more_advertised, more_protocols = toxiproxy.kafka_listener_fields(cfg)
+        listeners, advertised = listeners + more, advertised + more_advertised
+        protocols += more_protocols
     return template("server.properties").format(
         host=HOST,
         port=cfg.kafka_port,
         cport=cfg.kafka_controller_port,
         data=data,
         listeners=listeners,
+        advertised=advertised,
         protocols=protocols,
         secure=secure.kafka_properties(cfg) if cfg.secure else "",
     )

@@ -82,6 +82,11 @@ class StackSettings(BaseSettings):
     toxiproxy_version: str = Field("2.5.0", pattern=r"^\d+\.\d+\.\d+$")
     toxiproxy_cache: Path = Path("~/.cache/ingest/toxiproxy")
     toxiproxy_port: int = Field(8474, ge=1, le=65535)
+    # Kafka behind a proxy: >0 adds a PROXIED listener (plaintext) to the single broker,
+    # listening on kafka_proxied_listen_port and advertised as 127.0.0.1:kafka_proxied_port,
+    # where a Toxiproxy proxy forwards to it (tests/support/toxiproxy.py); 0: no listener.
+    kafka_proxied_port: int = Field(0, ge=0, le=65535)
+    kafka_proxied_listen_port: int = Field(19192, ge=1, le=65535)
 
     @field_validator("temporal_dynamic_config")
     @classmethod

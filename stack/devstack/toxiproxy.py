@@ -14,6 +14,13 @@ builds it (seconds), with the version stamped in as its release build does.
 client) or ``upstream`` (towards the server) direction. Nothing here starts it with
 ``ingest stack up`` yet: ``ingest stack build --proxied`` builds it, and the tests run a
 private one (``tests/support/toxiproxy.py``).
+
+Kafka clients reach the brokers at the addresses the brokers advertise, so a proxy in
+front of the bootstrap address alone would be bypassed: with
+``INGEST_STACK_KAFKA_PROXIED_PORT`` the single broker gets a ``PROXIED`` listener
+(:func:`kafka_listener_fields`) on ``INGEST_STACK_KAFKA_PROXIED_LISTEN_PORT`` that
+advertises the proxy's port, and a proxy from :func:`kafka_listen` to
+:func:`kafka_upstream` completes the path.
 """
 
 from __future__ import annotations
@@ -27,7 +34,7 @@ from typing import Any, Literal
 
 from devstack.procs import StackError, wait_for
 from devstack.service import Service
-from devstack.settings import HOST
+from devstack.settings import HOST, StackSettings
 from devstack.temporal_build import require_go, run_go
 
 MODULE = "github.com/Shopify/toxiproxy/v2"
@@ -76,6 +83,33 @@ def ensure_toxiproxy(cache: Path, version: str, log: Path | None = None) -> Path
         took = time.monotonic() - started
         print(f"toxiproxy built Toxiproxy {version} in {took:.0f} s into {home}", flush=True)
     return binary
+
+
+KAFKA_LISTENER = "PROXIED"  # the broker's listener that a proxy stands in front of
+
+
+def kafka_listener_fields(cfg: StackSettings) -> tuple[str, str, str]:
+    """The PROXIED listener of the single broker (``cfg.kafka_proxied_port`` > 0), for
+    ``listeners``, ``advertised.listeners`` and ``listener.security.protocol.map``, each
+    with a leading comma: it listens on ``kafka_proxied_listen_port`` and advertises the
+    proxy's ``kafka_proxied_port``, so a client that bootstraps through the proxy keeps
+    using it after the first metadata answer. Plaintext; inter-broker stays PLAINTEXT."""
+    name = KAFKA_LISTENER
+    return (
+        f",{name}://{HOST}:{cfg.kafka_proxied_listen_port}",
+        f",{name}://{HOST}:{cfg.kafka_proxied_port}",
+        f",{name}:PLAINTEXT",
+    )
+
+
+def kafka_upstream(cfg: StackSettings) -> str:
+    """What the Kafka proxy forwards to: the broker's PROXIED listener."""
+    return f"{HOST}:{cfg.kafka_proxied_listen_port}"
+
+
+def kafka_listen(cfg: StackSettings) -> str:
+    """Where the Kafka proxy listens: the address the PROXIED listener advertises."""
+    return f"{HOST}:{cfg.kafka_proxied_port}"
 
 
 def command(binary: Path, port: int) -> list[str]:
