@@ -57,6 +57,7 @@ SERVER_SUBSET = (
     "tests/integration/approvals/test_escalation.py",
     "tests/integration/workers/test_run_workflow.py",
     "tests/integration/flow/test_fairness.py",  # the run, its child and activity carry it
+    "tests/integration/pipeline/test_codec_history.py",  # no plaintext in the server's history
     "tests/faults/test_router_kill.py",  # the reduced fault suite on the shared server
     "tests/faults/test_ingress_kill.py",
     "tests/faults/test_worker_kill.py",
