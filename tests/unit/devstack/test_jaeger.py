@@ -193,12 +193,26 @@ def test_pipeline_env_points_at_the_otlp_http_port() -> None:
     assert "http://127.0.0.1:26686" in line and "OTEL_EXPORTER_OTLP_ENDPOINT=" in line
 
 
+def _exec_done(pid: int) -> None:
+    """Wait (at most 5 s) until process ``pid`` runs ``sleep``, no longer the forked python."""
+    import time
+
+    deadline = time.monotonic() + 5
+    while Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0] != b"sleep":
+        assert time.monotonic() < deadline, f"pid {pid} never exec'd sleep"
+        time.sleep(0.01)
+
+
 def test_exports_traces_reads_the_process_environment() -> None:
     with_otlp = subprocess.Popen(
         ["sleep", "30"], env={**os.environ, "OTEL_TRACES_EXPORTER": "otlp"}
     )
     plain = subprocess.Popen(["sleep", "30"], env={"PATH": os.environ["PATH"]})
     try:
+        # Until a child has exec'd, /proc/<pid>/environ is its forked parent's (a CI run
+        # under load read it there): wait for the exec, then read.
+        for p in (with_otlp, plain):
+            _exec_done(p.pid)
         assert jaeger.exports_traces(with_otlp.pid)
         assert not jaeger.exports_traces(plain.pid)
     finally:
@@ -216,6 +230,8 @@ def test_up_names_a_running_temporal_started_without_tracing(tmp_path: Path) -> 
         ["sleep", "30"], env={**os.environ, **server_otel_env(_cfg(tracing=True))}
     )
     try:
+        for p in (plain, traced):
+            _exec_done(p.pid)
         temporal = Temporal(_cfg(tmp_path, tracing=True))
         temporal.proc.pidfile.write_text(str(plain.pid))
         note = manager.untraced_server_note(temporal)
