@@ -18,7 +18,7 @@ from workers.approvals.part import approval_part
 from workers.parts import core_part
 
 from .conftest import PEOPLE, event_run, insert_activity, start_run
-from .test_console_browser import signed_in
+from .test_console_browser import signed_in, text_when
 
 APPROVAL = {
     "type": "approval",
@@ -36,8 +36,8 @@ def drive(url: str, task_id: str, shots: Path) -> dict[str, str]:
         seen["card"] = found.text
         seen["by_fields"] = str(len(found.find_elements(By.NAME, "by")))
         found.find_element(By.CSS_SELECTOR, "button.approve").click()
-        wait.until(lambda b: "may not decide" in b.find_element(*card).text)
-        seen["refused"] = browser.find_element(*card).find_element(By.CLASS_NAME, "msg").text
+        refusal = (By.CSS_SELECTOR, f'.approval[data-task-id="{task_id}"] .msg')
+        seen["refused"] = text_when(wait, refusal, lambda t: "may not decide" in t)
         seen["still_signed_in"] = str(
             not browser.find_element(By.ID, "app").get_attribute("hidden")
         )
@@ -48,12 +48,11 @@ def drive(url: str, task_id: str, shots: Path) -> dict[str, str]:
         seen["whoami"] = browser.find_element(By.ID, "whoami").text
         browser.save_screenshot(str(shots / "console-approval.png"))
         browser.find_element(*card).find_element(By.CSS_SELECTOR, "button.approve").click()
-        wait.until(lambda b: "approved by alice" in b.find_element(By.ID, "approval-flash").text)
-        seen["answer"] = browser.find_element(By.ID, "approval-flash").text
+        flash = (By.ID, "approval-flash")
+        seen["answer"] = text_when(wait, flash, lambda t: "approved by alice" in t)
         wait.until(lambda b: b.find_elements(By.ID, "no-approvals"))
         run_status = (By.CSS_SELECTOR, ".run-detail .run-status")
-        wait.until(lambda b: b.find_element(*run_status).text == "succeeded")
-        seen["run_status"] = browser.find_element(*run_status).text
+        seen["run_status"] = text_when(wait, run_status, lambda t: t == "succeeded")
         browser.save_screenshot(str(shots / "console-approved.png"))
     return seen
 

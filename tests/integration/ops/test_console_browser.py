@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TypedDict
@@ -82,6 +82,19 @@ def signed_in(
             browser.quit()
 
 
+def text_when(wait: WebDriverWait, locator: tuple[str, str], holds: Callable[[str], bool]) -> str:
+    """The element's text, read in the same poll that sees ``holds`` true of it.
+
+    Waiting for a text and then reading it again is a race: the console re-renders every
+    few seconds, so the element found by the wait may be gone by the read (stale)."""
+
+    def settled(browser: webdriver.Chrome) -> str | bool:
+        text = browser.find_element(*locator).text
+        return text if holds(text) else False
+
+    return wait.until(settled)
+
+
 def drive(url: str, task_id: str, shots: Path) -> dict[str, str]:
     """The operator's session, step by step (blocking: runs in a thread)."""
     seen: dict[str, str] = {}
@@ -97,12 +110,10 @@ def drive(url: str, task_id: str, shots: Path) -> dict[str, str]:
         patch.send_keys('{"amount": 10}')
         browser.save_screenshot(str(shots / "console-blocked.png"))
         card.find_element(By.CSS_SELECTOR, "button.fix").click()
-        wait.until(lambda b: "accepted" in b.find_element(By.ID, "flash").text)
-        seen["answer"] = browser.find_element(By.ID, "flash").text
+        seen["answer"] = text_when(wait, (By.ID, "flash"), lambda t: "accepted" in t)
         wait.until(lambda b: b.find_elements(By.ID, "no-blocked"))
         run_status = (By.CSS_SELECTOR, ".run-detail .run-status")
-        wait.until(lambda b: b.find_element(*run_status).text == "succeeded")
-        seen["run_status"] = browser.find_element(*run_status).text
+        seen["run_status"] = text_when(wait, run_status, lambda t: t == "succeeded")
         seen["token_in_page"] = str(TOKEN in browser.page_source)
         browser.save_screenshot(str(shots / "console-fixed.png"))
     return seen

@@ -17,7 +17,7 @@ from ops.settings import OpsSettings
 from tests.support.kafka import produce
 
 from .conftest import TOKEN
-from .test_console_browser import signed_in
+from .test_console_browser import signed_in, text_when
 
 BIG = 900_000
 
@@ -30,8 +30,7 @@ def dlq_section(url: str, shots: Path) -> dict[str, str]:
         seen = {"count": browser.find_element(*count).text, "toggle": toggles[0].text}
         toggles[0].click()
         shown = (By.CSS_SELECTOR, "#dlq-body tr.dlq-headers pre")
-        wait.until(lambda b: "x-original-trace" in b.find_element(*shown).text)
-        seen["headers"] = browser.find_element(*shown).text
+        seen["headers"] = text_when(wait, shown, lambda t: "x-original-trace" in t)
         browser.save_screenshot(str(shots / "console-dlq-headers.png"))
         # The page refreshes every 3 s: the open headers stay open.
         before = browser.find_element(By.ID, "updated").text
