@@ -92,7 +92,9 @@ def text_when(wait: WebDriverWait, locator: tuple[str, str], holds: Callable[[st
         text = browser.find_element(*locator).text
         return text if holds(text) else False
 
-    return wait.until(settled)
+    text = wait.until(settled)
+    assert isinstance(text, str)
+    return text
 
 
 def drive(url: str, task_id: str, shots: Path) -> dict[str, str]:
