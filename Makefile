@@ -54,7 +54,7 @@ run: system-deps stack-up
 test: STACK_UP_FLAGS := --secure
 test: system-deps lint stack-up promtool-k8s keda-schemas
 	$(BIN)/ingest stack build
-	FAULTS_REPORT=1 $(BIN)/pytest -q -m "not slow and not server_only" $(PYTEST_ARGS)
+	FAULTS_REPORT=1 $(BIN)/pytest -q -m "not slow and not server_only" --durations=25 $(PYTEST_ARGS)
 	@$(MAKE) --no-print-directory test-server
 
 # The subset marked temporal_server (tests/conftest.py) on the real Temporal server on

@@ -36,7 +36,7 @@ from pipeline.kafka import (
     key_partition,
     record_bytes,
 )
-from pipeline.retry import BACKOFF_INITIAL, BACKOFF_MAX, backoff
+from pipeline.retry import BACKOFF_INITIAL, BACKOFF_MAX, RETRYING, backoff
 from schemas.envelope import R_TOO_LARGE
 from schemas.errors import IngestError
 
@@ -246,37 +246,39 @@ async def deliver(
     singles: list[Outgoing] = []
     delays = backoff(backoff_min, backoff_max)
     delay = next(delays)
-    while pending or singles:
-        results = await _send_round(producer, pending, singles, batch_record_max)
-        pending, singles = [], []
-        retriable: BaseException | None = None
-        for recs, exc, batched in results:
-            if exc is None:
-                on_acked(recs)
-            elif is_retriable(exc):
-                pending.extend(recs)
-                retriable = exc
-            elif batched:
-                # One record may be what the broker refused (too large, invalid):
-                # send them one by one, so each gets its own verdict.
-                singles.extend(recs)
-            elif is_too_large(exc):
-                pending.append(_too_large_fallback(recs[0], exc, dlq_topic))
-            else:
-                raise FatalProduceError(
-                    f"producing to {recs[0].topic} failed: {type(exc).__name__}: {exc}"
-                ) from exc
-        if retriable is not None:
-            if give_up():
-                raise DrainTimeout(
-                    f"{len(pending) + len(singles)} records not acknowledged: {retriable!r}"
+    with RETRYING.loop("produce") as failed:  # /readyz: 503 while it fails
+        while pending or singles:
+            results = await _send_round(producer, pending, singles, batch_record_max)
+            pending, singles = [], []
+            retriable: BaseException | None = None
+            for recs, exc, batched in results:
+                if exc is None:
+                    on_acked(recs)
+                elif is_retriable(exc):
+                    pending.extend(recs)
+                    retriable = exc
+                elif batched:
+                    # One record may be what the broker refused (too large, invalid):
+                    # send them one by one, so each gets its own verdict.
+                    singles.extend(recs)
+                elif is_too_large(exc):
+                    pending.append(_too_large_fallback(recs[0], exc, dlq_topic))
+                else:
+                    raise FatalProduceError(
+                        f"producing to {recs[0].topic} failed: {type(exc).__name__}: {exc}"
+                    ) from exc
+            if retriable is not None:
+                failed(retriable)
+                if give_up():
+                    raise DrainTimeout(
+                        f"{len(pending) + len(singles)} records not acknowledged: {retriable!r}"
+                    )
+                log.warning(
+                    "retriable produce failure (%s: %s); retrying %d records in %.1fs",
+                    type(retriable).__name__,
+                    retriable,
+                    len(pending) + len(singles),
+                    delay,
                 )
-            log.warning(
-                "retriable produce failure (%s: %s); retrying %d records in %.1fs",
-                type(retriable).__name__,
-                retriable,
-                len(pending) + len(singles),
-                delay,
-            )
-            await sleep(delay)
-            delay = next(delays)
+                await sleep(delay)
+                delay = next(delays)

@@ -40,6 +40,7 @@ from ingress.transactions import Listener, PartitionProducers, chunks
 from pipeline import kafka, metrics, tracing
 from pipeline.lag import LagSeconds
 from pipeline.rebalance import Delegating
+from pipeline.retry import RETRYING
 from pipeline.runtime import Shutdown, serve_http
 from pipeline.settings import Settings
 from schemas import envelope
@@ -77,6 +78,7 @@ def start_metrics_at_zero(settings: Settings, strategy: Strategy) -> None:
     )
     metrics.start_at_zero(EVENTS_STAMPED, strategy=[strategy.label, stamping.EXISTING])
     metrics.start_at_zero(metrics.DLQ_MESSAGES, component=[COMPONENT], reason=DLQ_REASONS)
+    metrics.DEPENDENCY_FAILING_SECONDS.set_function(RETRYING.oldest_age)
 
 
 class Ingress:

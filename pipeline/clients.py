@@ -152,7 +152,7 @@ async def db_pool(cfg: DatabaseSettings) -> asyncpg.Pool:
     if warning := db.tls_warning(url):
         log.warning("%s", warning)
     try:
-        pool = await db.create_pool(url, cfg.pool_min, cfg.pool_max)
+        pool = await db.create_pool(url, cfg.pool_min, cfg.pool_max, cfg.command_timeout)
     except Exception as exc:
         raise Unreachable(
             f"cannot reach PostgreSQL at DATABASE_URL={db.redact(url)}: {type(exc).__name__}: {exc}"

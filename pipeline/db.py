@@ -207,8 +207,31 @@ async def pending(conn: asyncpg.Connection | asyncpg.Pool) -> list[str]:
     return [version for version, _ in migrations() if version not in done]
 
 
-async def connect(url: str, timeout: float = 10) -> asyncpg.Connection:
-    return await asyncpg.connect(url, timeout=timeout)
+# DATABASE_COMMAND_TIMEOUT's default (pipeline.settings.DatabaseSettings.command_timeout).
+COMMAND_TIMEOUT = 20.0
+# A retention delete may remove a day's rows of a busy table in one statement.
+PRUNE_TIMEOUT = 600.0
+# A session that holds a lock (the relay's outbox lock) must not outlive its client by
+# the kernel's default two hours when the client vanishes (a half-open link, a host
+# gone): the server probes an idle link after 30 s and drops it after 3 lost probes.
+# Session GUCs any user may set; not for a pool (a PgBouncer may refuse unknown startup
+# parameters), only for a direct session.
+KEEPALIVES = {
+    "tcp_keepalives_idle": "30",
+    "tcp_keepalives_interval": "10",
+    "tcp_keepalives_count": "3",
+}
+
+
+async def connect(
+    url: str,
+    timeout: float = 10,
+    command_timeout: float | None = None,
+    server_settings: dict[str, str] | None = None,
+) -> asyncpg.Connection:
+    return await asyncpg.connect(
+        url, timeout=timeout, command_timeout=command_timeout, server_settings=server_settings
+    )
 
 
 async def _keep_session(conn: asyncpg.Connection) -> None:
@@ -219,9 +242,19 @@ async def _keep_session(conn: asyncpg.Connection) -> None:
     transaction and drops listeners on release."""
 
 
-async def create_pool(url: str, min_size: int = 1, max_size: int = 10) -> asyncpg.Pool:
+async def create_pool(
+    url: str, min_size: int = 1, max_size: int = 10, command_timeout: float = COMMAND_TIMEOUT
+) -> asyncpg.Pool:
+    """``timeout``: 10 s to connect; ``command_timeout``: the default bound of every
+    statement (a half-open link answers nothing: without it a query waits until the link
+    is closed, which a dropped packet may never do)."""
     pool = await asyncpg.create_pool(
-        url, min_size=min_size, max_size=max_size, timeout=10, reset=_keep_session
+        url,
+        min_size=min_size,
+        max_size=max_size,
+        timeout=10,
+        command_timeout=command_timeout,
+        reset=_keep_session,
     )
     assert pool is not None
     return pool
@@ -237,5 +270,5 @@ async def prune_older_than(
     """
     if retention_days <= 0:
         return 0
-    status = await conn.execute(delete_sql, retention_days * 86400, *args)
+    status = await conn.execute(delete_sql, retention_days * 86400, *args, timeout=PRUNE_TIMEOUT)
     return int(status.split()[-1])

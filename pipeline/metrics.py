@@ -79,6 +79,12 @@ CONSUMER_LAG_SECONDS = Gauge(
     " time since the process saw them unfetched (a lower bound). See pipeline/lag.py.",
     ["component", "topic", "partition"],
 )
+DEPENDENCY_FAILING_SECONDS = Gauge(
+    "pipeline_dependency_failing_seconds",
+    "Seconds the oldest retry loop of this process has been failing (a start to Temporal, a"
+    " ledger or flow query to PostgreSQL, a produce to Kafka, the relay's term), 0 when none"
+    " fails; /readyz answers 503 while it is above 0 (pipeline/retry.py).",
+)
 
 # Labelled by values only data reveals: lag per assigned partition here; pending fixes
 # per activity, permits per declared resource, flow controls per activity in their

@@ -8,11 +8,15 @@
 * :data:`UNTIL_DONE`: the ``RetryPolicy`` of steps that must not fail for an outage
   (bookkeeping in PostgreSQL, notices to Kafka, the cron fire): no attempt limit,
   1 s doubling up to 30 s. Workflow code: a constant, nothing else here runs.
+* :data:`RETRYING`: which of the loops are failing right now, for ``/readyz``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import timedelta
 
 from temporalio.common import RetryPolicy
@@ -33,3 +37,64 @@ def backoff(initial: float = BACKOFF_INITIAL, maximum: float = BACKOFF_MAX) -> I
     while True:
         yield delay
         delay = min(delay * 2, maximum)
+
+
+@dataclass
+class _Failing:
+    what: str
+    since: float
+    error: str
+
+
+class Retrying:
+    """The retry loops of this process waiting out a failure right now.
+
+    A loop reports each failed attempt (:meth:`failed`) and clears itself once an attempt
+    succeeds or it gives up (:meth:`cleared`); ``/readyz`` answers 503 with
+    :meth:`why_not_ready` while any loop is failing (``pipeline.runtime.serve_http``), so
+    a router whose PostgreSQL or Temporal does not answer says so instead of staying
+    ready. A process has one registry, :data:`RETRYING`: every loop in it counts.
+    """
+
+    def __init__(self) -> None:
+        self._failing: dict[object, _Failing] = {}
+
+    def failed(self, key: object, what: str, exc: BaseException) -> None:
+        error = f"{type(exc).__name__}: {exc}"[:200]
+        if (known := self._failing.get(key)) is not None:
+            known.error = error
+        else:
+            self._failing[key] = _Failing(what, time.monotonic(), error)
+
+    def cleared(self, key: object) -> None:
+        self._failing.pop(key, None)
+
+    @contextmanager
+    def loop(self, what: str) -> Iterator[Callable[[BaseException], None]]:
+        """For a loop in one block: yields ``failed(exc)``; cleared when the block ends."""
+        key = object()
+        try:
+            yield lambda exc: self.failed(key, what, exc)
+        finally:
+            self.cleared(key)
+
+    def oldest_age(self) -> float:
+        """Seconds the oldest failing loop has failed; 0 when none fails (the gauge
+        ``pipeline_dependency_failing_seconds``)."""
+        if not self._failing:
+            return 0.0
+        return time.monotonic() - min(f.since for f in self._failing.values())
+
+    def why_not_ready(self) -> str | None:
+        """The longest-failing loop, its age and last error; None when none fails."""
+        if not self._failing:
+            return None
+        oldest = min(self._failing.values(), key=lambda f: f.since)
+        more = len(self._failing) - 1
+        return (
+            f"{oldest.what} retrying for {time.monotonic() - oldest.since:.0f}s"
+            f" ({oldest.error})" + (f" and {more} more" if more else "")
+        )
+
+
+RETRYING = Retrying()

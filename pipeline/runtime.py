@@ -3,7 +3,8 @@
 * :class:`Shutdown` turns SIGTERM/SIGINT into an ``asyncio.Event`` so loops can
   drain in-flight work, commit, and exit 0.
 * :func:`serve_http` serves ``/metrics`` (Prometheus), ``/healthz`` (the
-  process is alive) and ``/readyz`` (its dependencies answered) on one port.
+  process is alive) and ``/readyz`` (started, and no retry loop waiting out a
+  dependency's failure: ``pipeline.retry.RETRYING``) on one port.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from collections.abc import Callable
 
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
 
+from pipeline.retry import RETRYING
 from pipeline.settings import METRICS_PORT_ENV, ConfigError
 
 log = logging.getLogger(__name__)
@@ -98,9 +100,7 @@ async def serve_http(
             elif path == "/healthz":
                 status, ctype, body = "200 OK", "text/plain", b"ok\n"
             elif path == "/readyz":
-                ok = ready()
-                status = "200 OK" if ok else "503 Service Unavailable"
-                ctype, body = "text/plain", b"ready\n" if ok else b"not ready\n"
+                status, ctype, body = _readiness(ready)
             else:
                 status, ctype, body = "404 Not Found", "text/plain", b"not found\n"
             head = (
@@ -122,6 +122,15 @@ async def serve_http(
         raise BindError(METRICS_PORT_ENV, host, port, exc) from None
     log.info("serving /metrics /healthz /readyz on http://%s:%d", host, port)
     return server
+
+
+def _readiness(ready: Callable[[], bool]) -> tuple[str, str, bytes]:
+    """``/readyz``: 200 when the process says it is ready and none of its retry loops is
+    failing (``pipeline.retry.RETRYING``); else 503 naming why."""
+    why = "starting or stopping" if not ready() else RETRYING.why_not_ready()
+    if why is None:
+        return "200 OK", "text/plain", b"ready\n"
+    return "503 Service Unavailable", "text/plain", f"not ready: {why}\n".encode()
 
 
 async def _request_path(reader: asyncio.StreamReader) -> str:

@@ -448,6 +448,11 @@ class DatabaseSettings(BaseSettings):
     )
     pool_min: int = Field(1, ge=0, alias="DATABASE_POOL_MIN")
     pool_max: int = Field(10, ge=1, alias="DATABASE_POOL_MAX")
+    # Seconds one statement may take before the client gives up on it (asyncpg's
+    # command_timeout): a query sent into a half-open link, or stuck behind a lock, ends
+    # in TimeoutError and its loop retries, instead of holding its caller until the link
+    # is finally closed (issue 40). Retention deletes get PRUNE_TIMEOUT (pipeline/db.py).
+    command_timeout: float = Field(20.0, gt=0, le=3600, alias="DATABASE_COMMAND_TIMEOUT")
 
     @field_validator("url")
     @classmethod

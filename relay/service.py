@@ -41,9 +41,9 @@ import asyncpg
 from aiokafka import AIOKafkaProducer
 from aiokafka.errors import KafkaError
 
-from pipeline import kafka, tracing
-from pipeline.metrics import DLQ_MESSAGES
-from pipeline.retry import backoff
+from pipeline import db, kafka, tracing
+from pipeline.metrics import DEPENDENCY_FAILING_SECONDS, DLQ_MESSAGES
+from pipeline.retry import RETRYING, backoff
 from pipeline.runtime import Shutdown
 from pipeline.settings import Settings
 from relay import outbox, progress, refusals
@@ -55,6 +55,7 @@ from schemas.ids import relay_transactional_id
 
 log = logging.getLogger("relay")
 refusals.start_metrics_at_zero()  # on import: `ingest relay` has no other setup step
+DEPENDENCY_FAILING_SECONDS.set_function(RETRYING.oldest_age)  # the relay term's failures
 METRICS_EVERY = 1.0  # seconds between depth/lag queries
 
 
@@ -77,8 +78,13 @@ class Relay:
         delays = backoff()
         while not self.shutdown.requested:
             try:
-                conn = await asyncpg.connect(self.cfg.database.url.get_secret_value())
+                conn = await db.connect(
+                    self.cfg.database.url.get_secret_value(),
+                    command_timeout=self.cfg.database.command_timeout,
+                    server_settings=db.KEEPALIVES,  # the outbox lock dies with a lost link
+                )
             except (OSError, asyncpg.PostgresError) as exc:
+                RETRYING.failed(self, "relay: connect to PostgreSQL", exc)  # /readyz: 503
                 log.warning("cannot reach PostgreSQL: %s", exc)
                 await self.shutdown.wait(next(delays))
                 continue
@@ -90,6 +96,7 @@ class Relay:
             except Exception as exc:  # any failure ends this term; the next starts clean
                 if self._committed:  # the last term got somewhere: a new failure, not a
                     delays, self._committed = backoff(), False  # long outage's next one
+                RETRYING.failed(self, "relay term", exc)  # /readyz: 503 until one commits
                 log.warning("relay term ended: %s: %s; starting over", type(exc).__name__, exc)
                 await self.shutdown.wait(next(delays))
             finally:
@@ -102,7 +109,9 @@ class Relay:
         while it waits (a standby's metrics still show a stalled owner)."""
         waiting_logged = False
         while not self.shutdown.requested:
-            if await outbox.try_lock(conn, self.transactional_id):
+            locked = await outbox.try_lock(conn, self.transactional_id)
+            RETRYING.cleared(self)  # PostgreSQL answers: a standby is ready too
+            if locked:
                 log.info("relay %s owns the outbox", self.transactional_id)
                 return True
             if not waiting_logged:
@@ -132,6 +141,7 @@ class Relay:
             log.info("resuming after txid %d seq %d", pos.txid, pos.seq)
             await outbox.mirror(conn, self.transactional_id, pos)
             self.leading = True
+            RETRYING.cleared(self)  # a term is up: PostgreSQL, Kafka and the lock answered
             while not self.shutdown.requested:
                 rows = await outbox.visible_after(conn, pos, self.rcfg.batch_size)
                 if rows:

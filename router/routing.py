@@ -22,7 +22,7 @@ from aiokafka.structs import ConsumerRecord
 from temporalio.client import Client
 
 from pipeline import kafka, metrics, tracing
-from pipeline.retry import backoff
+from pipeline.retry import RETRYING, backoff
 from pipeline.settings import Settings
 from pipeline.starter import DUPLICATE, ShutdownRequested, Starter, StartRejected
 from router.catalog import ActivityCatalog
@@ -501,21 +501,23 @@ class Routing:
 
     async def _retry(self, what: str, fn):  # type: ignore[no-untyped-def]
         delays = backoff()
-        while True:
-            err: Exception
-            try:
-                return await fn()
-            except (OSError, ConnectionError, TimeoutError) as exc:
-                err = exc
-            except Exception as exc:  # asyncpg / aiokafka errors
-                if not _transient(exc):
-                    raise
-                err = exc
-            if self.stopping():
-                raise ShutdownRequested(what)
-            delay = next(delays)
-            log.warning("%s failed (%s), retrying in %.1fs", what, err, delay)
-            await asyncio.sleep(delay)
+        with RETRYING.loop(what) as failed:  # /readyz says 503 while it fails
+            while True:
+                err: Exception
+                try:
+                    return await fn()
+                except (OSError, ConnectionError, TimeoutError) as exc:
+                    err = exc
+                except Exception as exc:  # asyncpg / aiokafka errors
+                    if not _transient(exc):
+                        raise
+                    err = exc
+                failed(err)
+                if self.stopping():
+                    raise ShutdownRequested(what)
+                delay = next(delays)
+                log.warning("%s failed (%s), retrying in %.1fs", what, err, delay)
+                await asyncio.sleep(delay)
 
 
 def _run_attrs(run: RunActivityInput) -> dict[str, Any]:

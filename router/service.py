@@ -25,6 +25,7 @@ from pipeline import kafka, metrics
 from pipeline.lag import LagSeconds
 from pipeline.offsets import OffsetTracker
 from pipeline.rebalance import Delegating
+from pipeline.retry import RETRYING
 from pipeline.runtime import Shutdown
 from pipeline.settings import Settings
 from pipeline.starter import R_START_REJECTED, START_ERROR_LABELS
@@ -63,6 +64,7 @@ def start_metrics_at_zero(settings: Settings, component: str = "router") -> None
         layer=[metrics.LAYER_LEDGER, metrics.LAYER_TEMPORAL],
     )
     metrics.start_at_zero(metrics.DLQ_MESSAGES, component=[component], reason=DLQ_REASONS)
+    metrics.DEPENDENCY_FAILING_SECONDS.set_function(RETRYING.oldest_age)
     metrics.start_at_zero(metrics.START_ERRORS, component=[component], error=START_ERROR_LABELS)
 
 

@@ -48,7 +48,7 @@ from temporalio.client import Client
 from temporalio.service import RPCError
 
 from pipeline import db, metrics
-from pipeline.retry import backoff
+from pipeline.retry import RETRYING, backoff
 from pipeline.starter import ShutdownRequested, StartRejected, outage
 from router.catalog import ActivityCatalog
 from router.flow import metrics as flow_metrics
@@ -384,17 +384,19 @@ class Windows:
 
     async def _retry(self, what: str, fn: Callable[[], Awaitable[T]]) -> T:
         delays = backoff()
-        while True:
-            try:
-                return await fn()
-            except Exception as exc:
-                if not _retriable(exc):
-                    raise
-                if self.stopping():
-                    raise ShutdownRequested(what) from None
-                delay = next(delays)
-                log.warning("%s failed (%s), retrying in %.1fs", what, exc, delay)
-                await asyncio.sleep(delay)
+        with RETRYING.loop(what) as failed:  # /readyz says 503 while it fails
+            while True:
+                try:
+                    return await fn()
+                except Exception as exc:
+                    if not _retriable(exc):
+                        raise
+                    failed(exc)
+                    if self.stopping():
+                        raise ShutdownRequested(what) from None
+                    delay = next(delays)
+                    log.warning("%s failed (%s), retrying in %.1fs", what, exc, delay)
+                    await asyncio.sleep(delay)
 
 
 @dataclass(frozen=True)

@@ -182,8 +182,12 @@ class Kafka(Service):
         missing = []
         if self.cfg.secure and not self.secure_answering():
             missing.append("secure")
-        if self.cfg.kafka_proxied_port and not port_open(HOST, self.cfg.kafka_proxied_listen_port):
-            missing.append(toxiproxy.KAFKA_LISTENER)
+        if self.cfg.kafka_proxied_port:
+            missing += [
+                name
+                for i, name in enumerate(toxiproxy.KAFKA_LISTENERS)
+                if not port_open(HOST, self.cfg.kafka_proxied_listen_port + i)
+            ]
         return ", ".join(missing)
 
     @property

@@ -20,7 +20,8 @@ front of the bootstrap address alone would be bypassed: with
 ``INGEST_STACK_KAFKA_PROXIED_PORT`` the single broker gets a ``PROXIED`` listener
 (:func:`kafka_listener_fields`) on ``INGEST_STACK_KAFKA_PROXIED_LISTEN_PORT`` that
 advertises the proxy's port, and a proxy from :func:`kafka_listen` to
-:func:`kafka_upstream` completes the path.
+:func:`kafka_upstream` completes the path; a second, ``PROXIED_B``, on the next ports,
+lets one process be cut from Kafka alone.
 """
 
 from __future__ import annotations
@@ -85,31 +86,36 @@ def ensure_toxiproxy(cache: Path, version: str, log: Path | None = None) -> Path
     return binary
 
 
-KAFKA_LISTENER = "PROXIED"  # the broker's listener that a proxy stands in front of
+# The broker's listeners that proxies stand in front of: PROXIED for the processes, and
+# PROXIED_B on the next ports for one process to be cut alone (a proxy's toxics reach
+# every client of it, and a client follows the address its listener advertises).
+KAFKA_LISTENERS = ("PROXIED", "PROXIED_B")
+KAFKA_LISTENER = KAFKA_LISTENERS[0]
 
 
 def kafka_listener_fields(cfg: StackSettings) -> tuple[str, str, str]:
-    """The PROXIED listener of the single broker (``cfg.kafka_proxied_port`` > 0), for
+    """The PROXIED listeners of the single broker (``cfg.kafka_proxied_port`` > 0), for
     ``listeners``, ``advertised.listeners`` and ``listener.security.protocol.map``, each
-    with a leading comma: it listens on ``kafka_proxied_listen_port`` and advertises the
-    proxy's ``kafka_proxied_port``, so a client that bootstraps through the proxy keeps
-    using it after the first metadata answer. Plaintext; inter-broker stays PLAINTEXT."""
-    name = KAFKA_LISTENER
-    return (
-        f",{name}://{HOST}:{cfg.kafka_proxied_listen_port}",
-        f",{name}://{HOST}:{cfg.kafka_proxied_port}",
-        f",{name}:PLAINTEXT",
-    )
+    with a leading comma: listener ``i`` listens on ``kafka_proxied_listen_port + i`` and
+    advertises the proxy's ``kafka_proxied_port + i``, so a client that bootstraps
+    through a proxy keeps using it after the first metadata answer. Plaintext;
+    inter-broker stays PLAINTEXT."""
+    listeners = advertised = protocols = ""
+    for i, name in enumerate(KAFKA_LISTENERS):
+        listeners += f",{name}://{kafka_upstream(cfg, i)}"
+        advertised += f",{name}://{kafka_listen(cfg, i)}"
+        protocols += f",{name}:PLAINTEXT"
+    return listeners, advertised, protocols
 
 
-def kafka_upstream(cfg: StackSettings) -> str:
-    """What the Kafka proxy forwards to: the broker's PROXIED listener."""
-    return f"{HOST}:{cfg.kafka_proxied_listen_port}"
+def kafka_upstream(cfg: StackSettings, i: int = 0) -> str:
+    """What Kafka proxy ``i`` forwards to: the broker's PROXIED listener ``i``."""
+    return f"{HOST}:{cfg.kafka_proxied_listen_port + i}"
 
 
-def kafka_listen(cfg: StackSettings) -> str:
-    """Where the Kafka proxy listens: the address the PROXIED listener advertises."""
-    return f"{HOST}:{cfg.kafka_proxied_port}"
+def kafka_listen(cfg: StackSettings, i: int = 0) -> str:
+    """Where Kafka proxy ``i`` listens: the address PROXIED listener ``i`` advertises."""
+    return f"{HOST}:{cfg.kafka_proxied_port + i}"
 
 
 def command(binary: Path, port: int) -> list[str]:

@@ -81,6 +81,17 @@ async def healthy(port: int) -> bool:
         return False
 
 
+async def readyz(port: int) -> tuple[int, str]:
+    """``/readyz`` on ``port``: the status and the body (0 and the error when nothing
+    answered: a process that does not answer is not ready)."""
+    try:
+        async with httpx.AsyncClient() as http:
+            r = await http.get(f"http://127.0.0.1:{port}/readyz", timeout=5)
+            return r.status_code, r.text
+    except httpx.HTTPError as exc:
+        return 0, f"{type(exc).__name__}: {exc}"
+
+
 def metric_sum(name: str, variants: list[dict[str, str]], *, missing_ok: bool = False) -> float:
     """Sum of ``name`` over label ``variants`` (e.g. the two dedupe layers). Fails when
     none of them has a series, unless ``missing_ok`` (a "before" reading)."""

@@ -17,9 +17,11 @@ the length of a ``with`` block.
 stack's servers, for the pipeline's processes to use instead of the servers themselves
 (:class:`Proxied`): Kafka through the broker's ``PROXIED`` listener (the stack's
 ``INGEST_STACK_KAFKA_PROXIED_PORT``: its proxy listens on that advertised port, so the
-clients keep going through it after bootstrap), the Temporal frontend and PostgreSQL.
-A broker of this stack running without that listener is restarted with it (the stack's
-own :meth:`devstack.kafka.Kafka.ensure`); one this stack did not start is reported.
+clients keep going through it after bootstrap), the Temporal frontend and PostgreSQL;
+and a fourth, Kafka again through the broker's ``PROXIED_B`` listener, for one process
+to be cut from Kafka alone. A broker of this stack running without those listeners is
+restarted with them (the stack's own :meth:`devstack.kafka.Kafka.ensure`); one this
+stack did not start is reported.
 :func:`toxic` holds a toxic on a proxy for the length of a ``with`` block.
 """
 
@@ -62,6 +64,14 @@ def proxy_to(client: ToxiproxyClient, upstream: str, prefix: str = "t") -> Itera
         client.delete_proxy(proxy.name)
 
 
+def through(url: str, proxy: Proxy) -> str:
+    """``url`` (``scheme://[user@]host:port/...``) with its host and port the proxy's."""
+    parts = urlsplit(url)
+    user = parts.netloc.rpartition("@")[0]
+    netloc = f"{user}@{proxy.listen}" if user else proxy.listen
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
 @pytest.fixture(scope="session")
 def toxiproxy(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ToxiproxyClient]:
     if os.environ.get("INGEST_TEST_NO_STACK"):  # make test-unit: no service at all
@@ -82,13 +92,13 @@ class Proxied:
     kafka: Proxy
     temporal: Proxy
     postgres: Proxy
+    # Kafka again, through the broker's second listener (PROXIED_B): for one process
+    # to be cut from Kafka while the others, on ``kafka``, are not.
+    kafka_b: Proxy
 
     def database_url(self, url: str) -> str:
         """``url`` (a database on the stack's PostgreSQL) through the PostgreSQL proxy."""
-        parts = urlsplit(url)
-        user = parts.netloc.rpartition("@")[0]
-        netloc = f"{user}@{self.postgres.listen}" if user else self.postgres.listen
-        return urlunsplit(parts._replace(netloc=netloc))
+        return through(url, self.postgres)
 
     def by_server(self) -> dict[str, Proxy]:
         return {"kafka": self.kafka, "temporal": self.temporal, "postgres": self.postgres}
@@ -123,6 +133,11 @@ def proxied_stack(client: ToxiproxyClient, stack: Stack, cfg: StackSettings) -> 
             ("kafka", devstack_toxiproxy.kafka_upstream(cfg), devstack_toxiproxy.kafka_listen(cfg)),
             ("temporal", stack.temporal, None),
             ("postgres", f"{pg.hostname}:{pg.port}", None),
+            (
+                "kafka_b",
+                devstack_toxiproxy.kafka_upstream(cfg, 1),
+                devstack_toxiproxy.kafka_listen(cfg, 1),
+            ),
         ):
             args = {"listen": listen} if listen else {}
             made.append(client.create_proxy(f"{name}_{tag}", upstream, **args))

@@ -60,6 +60,7 @@ RUNBOOK_ANCHORS = frozenset(
         "no-progress",
         "dlq-not-empty",
         "start-errors",
+        "dependency-failing",
         "misfires",
         "process-down",
         "task-pending-fix",

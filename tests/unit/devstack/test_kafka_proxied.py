@@ -69,12 +69,14 @@ def test_on_listens_inside_and_advertises_the_proxy() -> None:
     props = _props(text)
     assert props["listeners"] == (
         "PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093,PROXIED://127.0.0.1:19192"
+        ",PROXIED_B://127.0.0.1:19193"
     )
     assert props["advertised.listeners"] == (
         "PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093,PROXIED://127.0.0.1:19092"
+        ",PROXIED_B://127.0.0.1:19093"
     )
     assert props["listener.security.protocol.map"] == (
-        "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,PROXIED:PLAINTEXT"
+        "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,PROXIED:PLAINTEXT,PROXIED_B:PLAINTEXT"
     )
     assert props["inter.broker.listener.name"] == "PLAINTEXT"
     # Nothing else moves: the other lines are the plain stack's.
@@ -89,18 +91,23 @@ def test_the_proxy_forwards_the_advertised_port_to_the_listener() -> None:
     cfg = _cfg(kafka_proxied_port=29492, kafka_proxied_listen_port=29493)
     assert toxiproxy.kafka_listen(cfg) == "127.0.0.1:29492"
     assert toxiproxy.kafka_upstream(cfg) == "127.0.0.1:29493"
+    # the second listener, for one client cut alone: the next ports
+    assert toxiproxy.kafka_listen(cfg, 1) == "127.0.0.1:29493"
+    assert toxiproxy.kafka_upstream(cfg, 1) == "127.0.0.1:29494"
 
 
 def test_with_secure_listeners_too(tmp_path: Path) -> None:
     cfg = StackSettings(dir=tmp_path, kafka_proxied_port=19092, secure=True)
     props = _props(render_properties(cfg, Path("/data")))
-    assert props["listeners"].endswith("OAUTH://127.0.0.1:9194,PROXIED://127.0.0.1:19192"), props[
-        "listeners"
-    ]
+    assert props["listeners"].endswith(
+        "OAUTH://127.0.0.1:9194,PROXIED://127.0.0.1:19192,PROXIED_B://127.0.0.1:19193"
+    ), props["listeners"]
     assert props["advertised.listeners"].endswith(
-        "OAUTH://127.0.0.1:9194,PROXIED://127.0.0.1:19092"
+        "OAUTH://127.0.0.1:9194,PROXIED://127.0.0.1:19092,PROXIED_B://127.0.0.1:19093"
     )
-    assert props["listener.security.protocol.map"].endswith(",OAUTH:SASL_SSL,PROXIED:PLAINTEXT")
+    assert props["listener.security.protocol.map"].endswith(
+        ",OAUTH:SASL_SSL,PROXIED:PLAINTEXT,PROXIED_B:PLAINTEXT"
+    )
 
 
 def test_ports_are_checked() -> None:
@@ -118,7 +125,7 @@ def test_a_broker_without_the_listener_says_so(tmp_path: Path) -> None:
     closed = free_port()  # nothing listens there
     assert Kafka(_cfg()).missing_listeners() == ""
     cfg = StackSettings(dir=tmp_path, kafka_proxied_port=19092, kafka_proxied_listen_port=closed)
-    assert Kafka(cfg).missing_listeners() == "PROXIED"
+    assert Kafka(cfg).missing_listeners() == "PROXIED, PROXIED_B"
 
 
 def test_a_foreign_broker_without_the_listener_is_left_alone(
@@ -135,7 +142,8 @@ def test_a_foreign_broker_without_the_listener_is_left_alone(
     )
     monkeypatch.setattr(Kafka, "already_running", lambda self, what: True)
     with pytest.raises(
-        StackError, match=r"no PROXIED listener.*not started by this stack.*PROXIED_PORT set"
+        StackError,
+        match=r"no PROXIED, PROXIED_B listener.*not started by this stack.*PROXIED_PORT set",
     ):
         Kafka(cfg).ensure()
 
@@ -148,7 +156,7 @@ def test_the_fixture_points_a_database_url_at_the_proxy() -> None:
     def proxy(port: int) -> Proxy:
         return Proxy(name=f"p{port}", listen=f"127.0.0.1:{port}", upstream="x:1", enabled=True)
 
-    found = Proxied(ToxiproxyClient("http://none"), proxy(1), proxy(2), proxy(3))
+    found = Proxied(ToxiproxyClient("http://none"), proxy(1), proxy(2), proxy(3), proxy(4))
     url = "postgresql://postgres:pw@127.0.0.1:55432/t_abc?sslmode=disable"
     assert found.database_url(url) == "postgresql://postgres:pw@127.0.0.1:3/t_abc?sslmode=disable"
     assert found.database_url("postgresql://127.0.0.1:55432/x") == "postgresql://127.0.0.1:3/x"

@@ -85,3 +85,29 @@ async def test_connections_over_the_cap_are_closed_then_served_again(server: int
     assert (await _get(server)).startswith(b"HTTP/1.1 200 OK")
     for _, w in idle:
         w.close()
+
+
+async def test_readyz_names_the_failing_loop_and_recovers(server: int) -> None:
+    from pipeline.retry import RETRYING
+
+    assert (await _get(server, "/readyz")).startswith(b"HTTP/1.1 200 OK")
+    with RETRYING.loop("ledger lookup") as failed:
+        failed(TimeoutError("no answer"))
+        answer = await _get(server, "/readyz")
+        assert answer.startswith(b"HTTP/1.1 503 Service Unavailable")
+        assert b"not ready: ledger lookup retrying for" in answer
+        assert b"TimeoutError: no answer" in answer
+        assert (await _get(server)).startswith(b"HTTP/1.1 200 OK")  # /healthz: alive
+    assert (await _get(server, "/readyz")).startswith(b"HTTP/1.1 200 OK")
+
+
+async def test_readyz_is_503_before_the_process_says_it_is_ready() -> None:
+    port = free_port()
+    srv = await runtime.serve_http("127.0.0.1", port, ready=lambda: False)
+    assert srv is not None
+    try:
+        answer = await _get(port, "/readyz")
+        assert answer.startswith(b"HTTP/1.1 503") and b"starting or stopping" in answer
+    finally:
+        srv.close()
+        await srv.wait_closed()

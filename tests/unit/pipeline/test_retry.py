@@ -1,10 +1,13 @@
-"""pipeline.retry: the one capped backoff of the service loops."""
+"""pipeline.retry: the one capped backoff of the service loops, and the registry of
+loops failing right now that ``/readyz`` answers from."""
 
 from __future__ import annotations
 
 from itertools import islice
 
-from pipeline.retry import BACKOFF_INITIAL, BACKOFF_MAX, backoff
+import pytest
+
+from pipeline.retry import BACKOFF_INITIAL, BACKOFF_MAX, Retrying, backoff
 
 
 def test_backoff_doubles_from_initial_up_to_the_cap() -> None:
@@ -14,3 +17,40 @@ def test_backoff_doubles_from_initial_up_to_the_cap() -> None:
 
 def test_backoff_takes_its_own_bounds() -> None:
     assert list(islice(backoff(0.1, 0.3), 4)) == [0.1, 0.2, 0.3, 0.3]
+
+
+def test_a_failing_loop_makes_the_process_not_ready_until_it_ends() -> None:
+    registry = Retrying()
+    assert registry.why_not_ready() is None
+    with registry.loop("ledger lookup") as failed:
+        assert registry.why_not_ready() is None  # entered, not failed yet
+        failed(TimeoutError("half-open"))
+        failed(ConnectionResetError("reset"))  # the last error, the first failure's age
+        assert registry.oldest_age() > 0  # pipeline_dependency_failing_seconds
+        why = registry.why_not_ready()
+        assert why is not None
+        assert why.startswith("ledger lookup retrying for 0s")
+        assert "ConnectionResetError: reset" in why
+        with registry.loop("start of a run") as other:
+            other(OSError("refused"))
+            assert registry.why_not_ready().endswith(" and 1 more")  # type: ignore[union-attr]
+        assert not registry.why_not_ready().endswith("more")  # type: ignore[union-attr]
+    assert registry.why_not_ready() is None
+    assert registry.oldest_age() == 0
+
+
+def test_a_loop_that_raises_is_cleared_too() -> None:
+    registry = Retrying()
+    with pytest.raises(RuntimeError), registry.loop("produce") as failed:
+        failed(TimeoutError())
+        raise RuntimeError("gave up")
+    assert registry.why_not_ready() is None
+
+
+def test_explicit_keys_clear_what_they_failed() -> None:
+    registry, relay = Retrying(), object()
+    registry.failed(relay, "relay term", OSError("gone"))
+    assert "relay term" in (registry.why_not_ready() or "")
+    registry.cleared(relay)
+    registry.cleared(relay)  # twice is fine
+    assert registry.why_not_ready() is None

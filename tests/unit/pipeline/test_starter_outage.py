@@ -45,3 +45,30 @@ def test_outage_or_refusal(error: RPCError, label: str | None) -> None:
 def test_every_label_the_starter_counts_starts_at_zero() -> None:
     assert E_NAMESPACE_NOT_FOUND in START_ERROR_LABELS
     assert "UNAVAILABLE" in START_ERROR_LABELS
+
+
+async def test_a_start_retrying_an_outage_makes_the_process_not_ready_until_it_succeeds() -> None:
+    """While the starter waits out Temporal's outage, ``/readyz`` (which answers from
+    ``RETRYING``) names it; once the start goes through, the process is ready again."""
+    from pipeline.retry import RETRYING
+    from pipeline.starter import STARTED, Starter
+    from schemas.workflow_io import RunActivityInput
+
+    seen: list[str | None] = []
+
+    class Client:
+        calls = 0
+
+        async def start_workflow(self, *args: object, **kwargs: object) -> None:
+            Client.calls += 1
+            seen.append(RETRYING.why_not_ready())
+            if Client.calls < 3:
+                raise _error(RPCStatusCode.UNAVAILABLE, "connection refused")
+
+    starter = Starter(Client(), "tq", backoff_initial=0.001, backoff_max=0.002)  # type: ignore[arg-type]
+    run = RunActivityInput("a1", "activity-a1:e1", "r1", "event", "e1", {"type": "t"})
+    assert await starter.start(run) == STARTED
+    assert seen[0] is None  # the first attempt: nothing failing yet
+    assert seen[1] is not None and seen[1].startswith("start of a run retrying for")
+    assert "RPCError: connection refused" in (seen[2] or "")
+    assert RETRYING.why_not_ready() is None
