@@ -54,7 +54,7 @@ run: system-deps stack-up
 test: STACK_UP_FLAGS := --secure
 test: system-deps lint stack-up promtool-k8s keda-schemas
 	$(BIN)/ingest stack build
-	FAULTS_REPORT=1 $(BIN)/pytest -q -m "not slow and not server_only" --durations=25 $(PYTEST_ARGS)
+	FAULTS_REPORT=1 $(BIN)/pytest -q -m "not slow and not server_only and not soak" --durations=25 $(PYTEST_ARGS)
 	@$(MAKE) --no-print-directory test-server
 
 # The subset marked temporal_server (tests/conftest.py) on the real Temporal server on
@@ -68,6 +68,14 @@ test-server: stack-up
 faults: stack-up
 	$(BIN)/ingest stack build
 	FAULTS_SCALE=full $(BIN)/pytest -q tests/faults $(PYTEST_ARGS)
+
+# The soak (tests/soak, docs/soak.md): the pipeline on a private real Temporal server (split
+# shape), 3 brokers and PostgreSQL for SOAK_MINUTES (60) at half its ceiling, one fault every
+# SOAK_FAULT_EVERY s (300) in turn; figures per SOAK_WINDOW s (300) and a timeline PNG.
+.PHONY: soak
+soak: install
+	$(BIN)/ingest stack build --proxied
+	SOAK_MINUTES=$${SOAK_MINUTES:-60} $(BIN)/pytest -q -m soak tests/soak $(PYTEST_ARGS)
 
 # Property-based fuzzing of the whole pipeline (tests/fuzz, docs/testing.md): generated
 # records through real ingress, router and worker for FUZZ_MINUTES (30), or FUZZ_RECORDS;

@@ -1,0 +1,95 @@
+"""The soak's arithmetic without a server: windows, RSS growth, p99 recovery, knobs."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.soak import knobs
+from tests.soak.analysis import (
+    MB,
+    Fault,
+    ProcSample,
+    Run,
+    Sample,
+    percentile,
+    recovery,
+    rss_growth,
+    windows,
+)
+
+
+def test_percentile_is_nearest_rank() -> None:
+    assert percentile([], 99) is None
+    assert percentile([3.0, 1.0, 2.0], 50) == 2.0
+    assert percentile(list(map(float, range(1, 101))), 99) == 99.0
+    assert percentile([5.0], 99) == 5.0
+
+
+def test_windows_count_finished_runs_and_latency_of_the_runs_produced_in_them() -> None:
+    runs = [
+        Run("a", "plain", 1.0, 2.0, 3.0, True),
+        Run("b", "plain", 11.0, 15.0, 16.0, True),
+        Run("c", "batch", 12.0, 30.0, 31.0, False),  # finished in the 2nd, no latency
+    ]
+    samples = [
+        Sample(1.0, {"worker": ProcSample(7, 100 * MB, 20)}, 4, {"router": 3}, {"router": 0.5}),
+        Sample(6.0, {"worker": ProcSample(7, 110 * MB, 25)}, 6, {"router": 1}, {"router": 2.0}),
+    ]
+    rows = windows(0.0, 20.0, 10.0, runs, samples, [Fault("kill_worker", 12.0, 13.0)])
+    assert [r["runs_per_s"] for r in rows] == [0.1, 0.1]
+    first, second = rows
+    assert (first["start_p50"], first["finish_p99"]) == (1.0, 2.0)
+    assert (second["start_p99"], second["produced"]) == (4.0, 1)
+    assert (first["rss_mb_worker"], first["fds_worker"], first["pg_connections"]) == (110.0, 25, 6)
+    assert (first["lag_router"], first["lag_s_router"]) == (3, 2.0)
+    assert (first["faults"], second["faults"]) == ("", "kill_worker")
+    assert "rss_mb_worker" not in second  # no sample in it
+
+
+def test_rss_growth_takes_each_kinds_longest_life_after_the_first_window() -> None:
+    samples = [
+        Sample(float(t), {"worker": ProcSample(1 if t < 500 else 2, (100 + t // 60) * MB, 10)})
+        for t in range(0, 3600, 60)
+    ]
+    got = rss_growth(samples, after=300)["worker"]
+    assert got["pid"] == 2  # lives 500..3540: longer than pid 1's 300..480
+    assert got["mb_per_h"] == pytest.approx(60, abs=1)  # 1 MB a minute
+    assert got["growth_mb"] == pytest.approx(50, abs=1)
+    assert rss_growth(samples[:4], after=0)["worker"]["mb_per_h"] == pytest.approx(60, abs=1)
+    # 60 s of life: too short to say (the default min_span is 120 s)
+    assert rss_growth(samples[:2], after=0)["worker"]["mb_per_h"] is None
+
+
+def test_recovery_finds_the_first_bin_back_within_twice_the_pre_fault_p99() -> None:
+    # p99 1 s before the fault at 100..110; 10 s after it ends at 110 events wait 8 s,
+    # then 1 s again from 140 on.
+    points = [(float(t), 1.0) for t in range(40, 100)]
+    points += [(float(t), 8.0) for t in range(110, 140)]
+    points += [(float(t), 1.0) for t in range(140, 300)]
+    fault = Fault("kill_router", 100.0, 110.0)
+    (row,) = recovery([fault], points, end=300.0)
+    assert (row["pre_p99"], row["target"], row["peak_p99"]) == (1.0, 2.0, 8.0)
+    assert row["recovered_s"] == 30  # the bin [140, 155) is the first without an 8 s wait
+    (never,) = recovery([fault], points[:60] + [(float(t), 9.0) for t in range(110, 300)], end=300)
+    assert never["recovered_s"] is None and "unmeasured" not in never
+    (late,) = recovery([Fault("net_latency", 290.0, 295.0)], points, end=300.0)
+    assert late["unmeasured"]
+
+
+def test_knobs_defaults_follow_the_length_of_the_run() -> None:
+    full = knobs.load({})
+    assert (full.minutes, full.fault_every, full.window, full.rate, full.full) == (
+        60,
+        300,
+        300,
+        None,
+        True,
+    )
+    assert full.toxic_seconds == 60
+    short = knobs.load(
+        {"SOAK_MINUTES": "5", "SOAK_RATE": "2.5", "SOAK_FAULTS": "kill_worker, pg_restart"}
+    )
+    assert (short.fault_every, short.window, short.rate, short.full) == (60, 60, 2.5, False)
+    assert short.faults == ("kill_worker", "pg_restart") and short.toxic_seconds == 20
+    with pytest.raises(ValueError, match="SOAK_MINUTES"):
+        knobs.load({"SOAK_MINUTES": "0"})
