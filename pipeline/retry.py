@@ -46,25 +46,36 @@ class _Failing:
     error: str
 
 
+# A call of a retry loop in flight this long counts as failing even before it fails: a
+# query on a half-open link ends only after DATABASE_COMMAND_TIMEOUT and asyncpg's
+# cancel request (about twice the bound), and /readyz should not wait for that. The
+# loops' calls take milliseconds when their dependency answers.
+STUCK_SECONDS = 10.0
+
+
 class Retrying:
     """The retry loops of this process waiting out a failure right now.
 
     A loop reports each failed attempt (:meth:`failed`) and clears itself once an attempt
-    succeeds or it gives up (:meth:`cleared`); ``/readyz`` answers 503 with
-    :meth:`why_not_ready` while any loop is failing (``pipeline.runtime.serve_http``), so
-    a router whose PostgreSQL or Temporal does not answer says so instead of staying
-    ready. A process has one registry, :data:`RETRYING`: every loop in it counts.
+    succeeds or it gives up (:meth:`cleared`); a loop in one block (:meth:`loop`) also
+    counts while it has been running longer than :data:`STUCK_SECONDS` (a call that hangs
+    has not failed yet). ``/readyz`` answers 503 with :meth:`why_not_ready` while any loop
+    fails (``pipeline.runtime.serve_http``), so a router whose PostgreSQL or Temporal does
+    not answer says so instead of staying ready. A process has one registry,
+    :data:`RETRYING`: every loop in it counts.
     """
 
     def __init__(self) -> None:
         self._failing: dict[object, _Failing] = {}
+        self._running: dict[object, tuple[str, float]] = {}
 
     def failed(self, key: object, what: str, exc: BaseException) -> None:
         error = f"{type(exc).__name__}: {exc}"[:200]
         if (known := self._failing.get(key)) is not None:
             known.error = error
         else:
-            self._failing[key] = _Failing(what, time.monotonic(), error)
+            since = self._running.get(key, (what, time.monotonic()))[1]
+            self._failing[key] = _Failing(what, since, error)
 
     def cleared(self, key: object) -> None:
         self._failing.pop(key, None)
@@ -73,24 +84,38 @@ class Retrying:
     def loop(self, what: str) -> Iterator[Callable[[BaseException], None]]:
         """For a loop in one block: yields ``failed(exc)``; cleared when the block ends."""
         key = object()
+        self._running[key] = (what, time.monotonic())
         try:
             yield lambda exc: self.failed(key, what, exc)
         finally:
             self.cleared(key)
+            del self._running[key]
+
+    def _current(self) -> list[_Failing]:
+        """The failing loops, and those running for longer than STUCK_SECONDS."""
+        now = time.monotonic()
+        stuck = [
+            _Failing(what, since, f"no answer for {now - since:.0f}s")
+            for key, (what, since) in self._running.items()
+            if key not in self._failing and now - since > STUCK_SECONDS
+        ]
+        return [*self._failing.values(), *stuck]
 
     def oldest_age(self) -> float:
         """Seconds the oldest failing loop has failed; 0 when none fails (the gauge
         ``pipeline_dependency_failing_seconds``)."""
-        if not self._failing:
+        current = self._current()
+        if not current:
             return 0.0
-        return time.monotonic() - min(f.since for f in self._failing.values())
+        return time.monotonic() - min(f.since for f in current)
 
     def why_not_ready(self) -> str | None:
         """The longest-failing loop, its age and last error; None when none fails."""
-        if not self._failing:
+        current = self._current()
+        if not current:
             return None
-        oldest = min(self._failing.values(), key=lambda f: f.since)
-        more = len(self._failing) - 1
+        oldest = min(current, key=lambda f: f.since)
+        more = len(current) - 1
         return (
             f"{oldest.what} retrying for {time.monotonic() - oldest.since:.0f}s"
             f" ({oldest.error})" + (f" and {more} more" if more else "")

@@ -60,7 +60,8 @@ async def test_readyz_is_503_while_postgres_is_half_open_and_200_after(
                     seen.append(f"{status} {body.strip()}")
                     return status == 503
 
-                await wait.eventually(not_ready, 30, f"/readyz to say 503 (saw {seen[-3:]})")
+                if not await wait.wait_until(not_ready, 30):
+                    raise AssertionError(f"/readyz never said 503 in 30 s; last: {seen[-3:]}")
                 assert "not ready: ledger lookup retrying for" in seen[-1], seen[-1]
                 assert "TimeoutError" in seen[-1], seen[-1]
                 assert await metrics.healthy(port)  # alive: a restart would not help

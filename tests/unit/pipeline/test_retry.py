@@ -54,3 +54,24 @@ def test_explicit_keys_clear_what_they_failed() -> None:
     registry.cleared(relay)
     registry.cleared(relay)  # twice is fine
     assert registry.why_not_ready() is None
+
+
+def test_a_loop_whose_call_hangs_counts_after_the_stuck_bound(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A query on a half-open link has not failed yet: after STUCK_SECONDS in one loop
+    the process is not ready all the same, and the age counts from the loop's start."""
+    from pipeline import retry
+
+    now = [1000.0]
+    monkeypatch.setattr(retry.time, "monotonic", lambda: now[0])
+    registry = Retrying()
+    with registry.loop("ledger lookup"):
+        now[0] += retry.STUCK_SECONDS - 1
+        assert registry.why_not_ready() is None
+        now[0] += 2
+        assert registry.why_not_ready() == (
+            f"ledger lookup retrying for {retry.STUCK_SECONDS + 1:.0f}s (no answer for 11s)"
+        )
+        assert registry.oldest_age() == retry.STUCK_SECONDS + 1
+    assert registry.why_not_ready() is None
