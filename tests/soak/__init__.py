@@ -13,7 +13,8 @@
 * ``analysis.py``: the figures per window, RSS growth, p99 recovery after each fault
   (pure functions);
 * ``report.py``: ``soak.json``, ``windows.csv``, ``timeline.png`` and the printed table;
-* ``conftest.py``: the cluster fixtures and ``soak`` (a ``tests.faults.harness.Scenario``);
+* ``conftest.py``: the cluster fixtures and the fault suite's ``fault`` (a
+  ``tests.faults.harness.Scenario``);
 * ``test_analysis.py``, ``test_workload.py``: unit tests of the figures, the knobs, the mix
   and the rotation (no server; they run in every ``make test``).
 """

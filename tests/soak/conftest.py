@@ -1,7 +1,7 @@
-"""The soak's fixtures: the private 3-broker cluster, its topics, and ``soak``.
+"""The soak's fixtures: the private 3-broker cluster, its topics, and ``fault``.
 
 ``kafka_cluster`` and ``cluster_topics`` are the failover scenarios' own
-(``tests/faults/cluster.py``). ``soak`` yields a ``tests.faults.harness.Scenario``:
+(``tests/faults/cluster.py``), and ``fault`` the fault suite's: a ``tests.faults.harness.Scenario``:
 the pipeline's processes and the private servers' cleanups, all stopped at the end,
 with the process logs printed when the test failed. The figures table of the run is
 printed at the end of the session (``tests.soak.report.TABLE``), also when it failed.
@@ -9,35 +9,14 @@ printed at the end of the session (``tests.soak.report.TABLE``), also when it fa
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Generator
-from pathlib import Path
 from typing import Any
 
-import pytest
-
 from tests.faults.cluster import cluster_topics, kafka_cluster  # noqa: F401  (fixtures)
-from tests.faults.harness import Scenario
+
+# The fault suite's scenario fixture (its processes' logs printed when a test fails) and the
+# hook it reads the outcome from.
+from tests.faults.conftest import fault, pytest_runtest_makereport  # noqa: F401
 from tests.soak.report import TABLE
-
-
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_makereport(
-    item: pytest.Item, call: pytest.CallInfo[None]
-) -> Generator[None, pytest.TestReport, pytest.TestReport]:
-    report = yield
-    setattr(item, f"report_{report.when}", report)
-    return report
-
-
-@pytest.fixture
-async def soak(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Scenario]:
-    scenario = Scenario(tmp_path)
-    yield scenario
-    await scenario.close()
-    call = getattr(request.node, "report_call", None)
-    if call is None or call.failed:
-        print(f"===== process logs of {request.node.name} =====")
-        print(scenario.logs())
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:

@@ -92,7 +92,8 @@ async def _batches(pool: asyncpg.Pool, aid: str) -> list[asyncpg.Record]:
 
 
 @pytest.mark.timeout(KNOBS.seconds + 1800)
-async def test_soak(kafka_cluster, cluster_topics, soak, monkeypatch, tmp_path):
+async def test_soak(kafka_cluster, cluster_topics, fault, monkeypatch, tmp_path):
+    soak = fault  # a tests.faults.harness.Scenario
     monkeypatch.delenv("DATABASE_URL", raising=False)  # Postgres.url would use it
     t_begin = time.monotonic()
     summary: dict[str, Any] = {"minutes": KNOBS.minutes, "fault_every_s": KNOBS.fault_every}
