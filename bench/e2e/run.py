@@ -35,6 +35,9 @@ Per phase, the server's own counters per run (``bench.e2e.server_counters``):
 state transitions, persistence requests, visibility requests and, on the real
 server, PostgreSQL transactions; goals (b)/(a) <= 1.2 for state transitions and
 <= 1.25 for the worker's CPU (this process: both workers and the driver).
+Per phase also the broker's requests per run by API (``bench.e2e.broker_requests``: the
+broker's own counters through JMX, when the JDK's ``jcmd`` is installed): where the
+broker's share of the pipeline's cost goes (issue 40).
 """
 
 from __future__ import annotations
@@ -72,6 +75,7 @@ from bench.common import (
     write_result,
 )
 from bench.e2e.bare import BARE_MODULES, BareChild, BareInput, BareParent, bare_noop
+from bench.e2e.broker_requests import BrokerRequests
 from bench.e2e.probe import CpuMeter, find_pids, history_shape
 from bench.e2e.server_counters import ServerCounters, per_run
 from bench.e2e.servers import KINDS, Target, target
@@ -293,21 +297,30 @@ class Bench:
     """The three measurements of one task shape, with CPU and history per run."""
 
     def __init__(
-        self, env: Env, meter: CpuMeter, bare_queue: str, counters: ServerCounters
+        self,
+        env: Env,
+        meter: CpuMeter,
+        bare_queue: str,
+        counters: ServerCounters,
+        requests: BrokerRequests | None = None,
     ) -> None:
         self.env, self.meter, self.bare_queue = env, meter, bare_queue
         self.counters = counters
+        self.requests = requests  # the broker's requests per run, when JMX is at hand
 
     async def phase(
         self, kind: str, tasks: int, n: int, go: Callable[[], Awaitable[Phase]]
     ) -> dict[str, Any]:
         counted = await self.counters.read()
         perf = await _perf_record(self.meter.groups["temporal"], f"{tasks}-{kind}")
+        if self.requests is not None:
+            await asyncio.to_thread(self.requests.start)
         self.meter.start()
         wall0 = time.time()
         t0, finishes, wids = await go()
         wall = time.time() - wall0
         cpu = self.meter.stop()
+        requests = None if self.requests is None else await asyncio.to_thread(self.requests.stop, n)
         if perf is not None:
             perf.send_signal(signal.SIGINT)
             await perf.wait()
@@ -325,6 +338,7 @@ class Bench:
             "cpu_ms_per_run": {k: round(v * 1000 / n, 1) for k, v in cpu.items()},
             "history_per_run": shape,
             "server_per_run": server,
+            "broker_requests_per_run": requests,
         }
 
     async def idle(self, seconds: float = 5.0) -> dict[str, float | None]:
@@ -493,7 +507,7 @@ async def measure(env: Env, n: int, server: Target) -> list[dict[str, Any]]:
     meter = CpuMeter(find_pids(int(env.cfg.temporal.address.rpartition(":")[2])))
     meter.add("temporal", server.pids)
     meter.add("ingress+router", [p.pid for p in procs])
-    bench = Bench(env, meter, bare_queue, server.counters)
+    bench = Bench(env, meter, bare_queue, server.counters, _broker_requests(meter))
     results = []
     try:
         for tasks in shapes:
@@ -512,6 +526,29 @@ async def measure(env: Env, n: int, server: Target) -> list[dict[str, Any]]:
         shutdown.trigger()
         await worker
     return results
+
+
+def _broker_requests(meter: CpuMeter) -> BrokerRequests | None:
+    """The stack broker's request counters (``bench.e2e.broker_requests``), or None with
+    the reason printed: the figures are information, the benchmark runs without them."""
+    from devstack.kafka import Kafka
+    from devstack.settings import StackSettings
+
+    from bench.e2e.broker_requests import JmxUnavailable, open_jmx, tools_classpath
+    from tests.support import ROOT
+    from tests.support.net import free_port
+
+    brokers = meter.groups.get("kafka", [])
+    if len(brokers) != 1:
+        print(f"broker requests: not counted ({len(brokers)} broker JVMs, 1 expected)")
+        return None
+    try:
+        kafka = Kafka(StackSettings(dir=ROOT / ".stack"))
+        classpath = tools_classpath(kafka.libs(), kafka.tools())
+        return BrokerRequests(classpath, open_jmx(brokers[0], free_port()))
+    except (JmxUnavailable, OSError) as exc:
+        print(f"broker requests: not counted ({exc})")
+        return None
 
 
 def _figure(v: float | None) -> str:
@@ -541,6 +578,8 @@ def _print(r: dict[str, Any], server: str) -> None:
             f"{k.replace('_', ' ')} {_figure(v)}" for k, v in f["server_per_run"].items()
         )
         print(f"    server counters per run: {counts}")
+        if (asked := f.get("broker_requests_per_run")) is not None:
+            print(f"    broker requests per run: {', '.join(f'{k} {v}' for k, v in asked.items())}")
     idle = ", ".join(f"{k.replace('_', ' ')} {_figure(v)}" for k, v in r["server_idle"].items())
     print(f"    server counters per second, idle (included above): {idle}")
     print(verdict(f"e2e b/a ({r['tasks']} task)", r["b_a"], GOAL_B_A))
