@@ -104,6 +104,7 @@ class Ingress:
         self._consumer: AIOKafkaConsumer | None = None
         self._acked: dict[TopicPartition, int] = {}  # next offset to commit (acknowledged)
         self._committed: dict[TopicPartition, int] = {}
+        self._commit_at = 0.0  # monotonic time the last commit began
         self._idle = asyncio.Event()  # set when no fetched batch awaits its acknowledgements
         self._idle.set()
         self._outstanding = 0
@@ -233,10 +234,11 @@ class Ingress:
                     inflight = None
                 if nxt is not None:
                     inflight = asyncio.create_task(self._deliver(producer, *nxt))
-                if acked:
+                if self._commit_due(acked, committing):
                     if committing is not None:
                         await committing  # the previous commit first: offsets only move forward
                     committing = asyncio.create_task(self._commit_acked(consumer))
+                    self._commit_at = time.monotonic()
                 await self._maybe_update_lag(consumer)
             last = inflight is not None
             if inflight is not None:
@@ -245,7 +247,7 @@ class Ingress:
             if committing is not None:
                 await committing
                 committing = None
-            if last:
+            if last or self._uncommitted():  # what the interval held back, too
                 await self._commit_acked(consumer)
             if undecodable is not None:
                 raise undecodable
@@ -401,6 +403,27 @@ class Ingress:
             self._outstanding -= 1
             if self._outstanding <= 0:
                 self._idle.set()
+
+    def _commit_due(self, acked: bool, committing: asyncio.Task[None] | None) -> bool:
+        """Whether to commit now: with ``INGEST_INGRESS_COMMIT_INTERVAL_MS`` 0, after every
+        acknowledged batch; else at most once per interval, when an acknowledged offset is
+        not committed and no commit is in flight. At a trickle a batch is one record, and a
+        commit per batch was one broker request per event (issue 40); the interval trades
+        it for at most one interval of records redelivered after a crash, which the
+        contract absorbs (the same event ids, the same workflow ids). Shutdown and revoke
+        commit what is acknowledged at once, whatever the interval."""
+        interval = self.config.commit_interval_ms / 1000
+        if interval == 0:
+            return acked
+        if committing is not None and not committing.done():
+            return False
+        if time.monotonic() - self._commit_at < interval:
+            return False
+        return self._uncommitted()
+
+    def _uncommitted(self) -> bool:
+        """An acknowledged offset is not committed yet."""
+        return any(off > self._committed.get(tp, -1) for tp, off in self._acked.items())
 
     async def _commit_acked(self, consumer: AIOKafkaConsumer) -> None:
         if self.config.fault_commit_delay_seconds:

@@ -29,6 +29,10 @@ class IngressSettings(BaseSettings):
     max_event_bytes: int = Field(MAX_EVENT_BYTES, ge=1, alias="INGEST_MAX_EVENT_BYTES")
     # Most messages fetched per batch; a batch is produced, acknowledged, then committed.
     batch_size: int = Field(500, ge=1, le=100_000)
+    # At most one offset commit per this interval (0: one after every acknowledged batch).
+    # A trickle makes batches of one record, so a commit per batch was one broker request
+    # per event; a crash redelivers at most this much more, with the same ids (absorbed).
+    commit_interval_ms: int = Field(500, ge=0, le=60_000)
     # How long a partition revoke waits for the in-flight batch before committing
     # what is acknowledged (longer blocks the group's rebalance).
     revoke_wait_seconds: float = Field(10.0, ge=0)

@@ -153,6 +153,7 @@ async def run(
     fail_from: int | None = None,
     consumer_class: type[Consumer] = Consumer,
     log: list[tuple[str, object]] | None = None,
+    commit_interval_ms: int = 500,
 ) -> tuple[int, Consumer]:
     shutdown = Shutdown()
     consumer = consumer_class(batches(sizes), shutdown)
@@ -161,7 +162,7 @@ async def run(
     producer = Producer(consumer.log, fail_from)
     ing = Ingress(
         settings.load_settings(kafka__raw_topic="raw"),
-        load_ingress_settings(),
+        load_ingress_settings(commit_interval_ms=commit_interval_ms),
         shutdown,
         consumer_factory=lambda: consumer,  # type: ignore[arg-type,return-value]
         producer_factory=lambda: producer,  # type: ignore[arg-type,return-value]
@@ -197,6 +198,21 @@ async def test_overlapped_batches_commit_only_acknowledged_offsets_in_order() ->
             k = next(i for i, end in enumerate(ends) if first < end)  # its fetched batch
             before = ends[k - 1] if k else 0
             assert all((p, o) in acked for p in (0, 1) for o in range(before))
+
+
+async def test_commits_come_at_most_once_per_interval_and_all_at_shutdown() -> None:
+    """INGEST_INGRESS_COMMIT_INTERVAL_MS (issue 40): with 0 every acknowledged batch is
+    committed, as before; with an interval longer than the run, only the first batch
+    (the interval starts then) and, at shutdown, everything acknowledged since."""
+    sizes = [3, 4, 2, 5]
+    code, each = await run(sizes, commit_interval_ms=0)
+    assert code == 0
+    assert_commits_only_acknowledged(each)
+    assert [c[TP0] for c in each.commits] == [3, 7, 9, 14]
+    code, spaced = await run(sizes, commit_interval_ms=60_000)
+    assert code == 0
+    assert_commits_only_acknowledged(spaced)
+    assert [c[TP0] for c in spaced.commits] == [3, 14]
 
 
 async def test_a_fatal_produce_error_exits_1_and_commits_nothing_of_that_batch() -> None:
