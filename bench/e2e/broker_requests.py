@@ -33,12 +33,21 @@ class JmxUnavailable(RuntimeError):
     """The broker's counters cannot be read here (no JDK tool, no broker)."""
 
 
+_PORT = re.compile(r"com\.sun\.management\.jmxremote\.port = (\d+)")
+
+
 def open_jmx(pid: int, port: int) -> str:
-    """Start the management agent of broker JVM ``pid`` on 127.0.0.1:``port`` (no-op when
-    it runs already on that port); the JMX service URL."""
+    """Start the management agent of broker JVM ``pid`` on 127.0.0.1:``port`` (or keep the
+    one a previous run started, on its port); the JMX service URL."""
     jcmd = shutil.which("jcmd")
     if jcmd is None:
         raise JmxUnavailable("jcmd is missing: apt-get install openjdk-17-jdk-headless")
+    status = subprocess.run(
+        [jcmd, str(pid), "ManagementAgent.status"], capture_output=True, text=True
+    ).stdout
+    if (running := _PORT.search(status)) is not None:
+        port = int(running.group(1))
+        return f"service:jmx:rmi:///jndi/rmi://127.0.0.1:{port}/jmxrmi"
     options = [
         f"jmxremote.port={port}",
         f"jmxremote.rmi.port={port}",
@@ -50,7 +59,7 @@ def open_jmx(pid: int, port: int) -> str:
         [jcmd, str(pid), "ManagementAgent.start", *options], capture_output=True, text=True
     )
     out = res.stdout + res.stderr
-    if res.returncode != 0 and "already" not in out:
+    if res.returncode != 0 or "Exception" in out:  # jcmd exits 0 on a command's error
         raise JmxUnavailable(f"jcmd {pid} ManagementAgent.start failed: {out.strip()[-500:]}")
     return f"service:jmx:rmi:///jndi/rmi://127.0.0.1:{port}/jmxrmi"
 
