@@ -9,17 +9,28 @@
   (bookkeeping in PostgreSQL, notices to Kafka, the cron fire): no attempt limit,
   1 s doubling up to 30 s. Workflow code: a constant, nothing else here runs.
 * :data:`RETRYING`: which of the loops are failing right now, for ``/readyz``.
+* :func:`until_done`: such a loop written once (the router's lookups and flow calls, the
+  windows' calls): retry what ``retriable`` accepts, record it in :data:`RETRYING`, stop
+  with :class:`ShutdownRequested` when the process stops.
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import TypeVar
 
 from temporalio.common import RetryPolicy
+
+from schemas.errors import IngestError
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 BACKOFF_INITIAL = 0.2
 BACKOFF_MAX = 10.0
@@ -123,3 +134,34 @@ class Retrying:
 
 
 RETRYING = Retrying()
+
+
+class ShutdownRequested(IngestError):
+    """Stopped retrying because the process is shutting down; the offset stays uncommitted."""
+
+
+async def until_done(
+    what: str,
+    fn: Callable[[], Awaitable[T]],
+    *,
+    retriable: Callable[[Exception], bool],
+    stopping: Callable[[], bool],
+) -> T:
+    """``fn()`` until it succeeds. A failure ``retriable`` accepts is recorded in
+    :data:`RETRYING` (``/readyz`` answers 503 naming ``what``), logged and waited out by
+    :func:`backoff`; any other is raised; once ``stopping()`` holds, a failure raises
+    :class:`ShutdownRequested` instead of waiting."""
+    delays = backoff()
+    with RETRYING.loop(what) as failed:
+        while True:
+            try:
+                return await fn()
+            except Exception as exc:
+                if not retriable(exc):
+                    raise
+                failed(exc)
+                if stopping():
+                    raise ShutdownRequested(what) from None
+                delay = next(delays)
+                log.warning("%s failed (%s), retrying in %.1fs", what, exc, delay)
+                await asyncio.sleep(delay)

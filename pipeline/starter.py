@@ -29,7 +29,7 @@ from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from pipeline import metrics, tracing
-from pipeline.retry import BACKOFF_INITIAL, BACKOFF_MAX, RETRYING, backoff
+from pipeline.retry import BACKOFF_INITIAL, BACKOFF_MAX, RETRYING, ShutdownRequested, backoff
 from schemas.errors import IngestError
 from schemas.flow.fairness import Fairness
 from schemas.workflow_io import RUN_ACTIVITY_WORKFLOW, RunActivityInput
@@ -90,10 +90,6 @@ class StartRejected(IngestError):
         super().__init__(detail)
         self.reason = R_START_REJECTED
         self.detail = detail
-
-
-class ShutdownRequested(IngestError):
-    """Stopped retrying because the process is shutting down; the offset stays uncommitted."""
 
 
 def start_priority(priority: int | None, fairness: Fairness | None) -> Priority:

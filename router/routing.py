@@ -22,9 +22,9 @@ from aiokafka.structs import ConsumerRecord
 from temporalio.client import Client
 
 from pipeline import kafka, metrics, tracing
-from pipeline.retry import RETRYING, backoff
+from pipeline.retry import ShutdownRequested, until_done
 from pipeline.settings import Settings
-from pipeline.starter import DUPLICATE, ShutdownRequested, Starter, StartRejected
+from pipeline.starter import DUPLICATE, Starter, StartRejected
 from router.catalog import ActivityCatalog
 from router.flow.cancel import Cancels, CancelTarget, targets
 from router.flow.gate import START, FlowGate
@@ -500,24 +500,7 @@ class Routing:
             raise
 
     async def _retry(self, what: str, fn):  # type: ignore[no-untyped-def]
-        delays = backoff()
-        with RETRYING.loop(what) as failed:  # /readyz says 503 while it fails
-            while True:
-                err: Exception
-                try:
-                    return await fn()
-                except (OSError, ConnectionError, TimeoutError) as exc:
-                    err = exc
-                except Exception as exc:  # asyncpg / aiokafka errors
-                    if not _transient(exc):
-                        raise
-                    err = exc
-                failed(err)
-                if self.stopping():
-                    raise ShutdownRequested(what)
-                delay = next(delays)
-                log.warning("%s failed (%s), retrying in %.1fs", what, err, delay)
-                await asyncio.sleep(delay)
+        return await until_done(what, fn, retriable=_transient, stopping=self.stopping)
 
 
 def _run_attrs(run: RunActivityInput) -> dict[str, Any]:
@@ -532,6 +515,8 @@ def _what(exc: BaseException) -> str:
 
 
 def _transient(exc: Exception) -> bool:
+    if isinstance(exc, OSError | ConnectionError | TimeoutError):
+        return True
     if isinstance(exc, asyncpg.PostgresConnectionError | asyncpg.InterfaceError):
         return True
     if isinstance(exc, asyncpg.PostgresError):

@@ -48,8 +48,8 @@ from temporalio.client import Client
 from temporalio.service import RPCError
 
 from pipeline import db, metrics
-from pipeline.retry import RETRYING, backoff
-from pipeline.starter import ShutdownRequested, StartRejected, outage
+from pipeline.retry import until_done
+from pipeline.starter import StartRejected, outage
 from router.catalog import ActivityCatalog
 from router.flow import metrics as flow_metrics
 from schemas import ids
@@ -383,20 +383,7 @@ class Windows:
         flow_metrics.FLOW_WINDOW_SIGNALS.labels(activity=activity_id).inc()
 
     async def _retry(self, what: str, fn: Callable[[], Awaitable[T]]) -> T:
-        delays = backoff()
-        with RETRYING.loop(what) as failed:  # /readyz says 503 while it fails
-            while True:
-                try:
-                    return await fn()
-                except Exception as exc:
-                    if not _retriable(exc):
-                        raise
-                    failed(exc)
-                    if self.stopping():
-                        raise ShutdownRequested(what) from None
-                    delay = next(delays)
-                    log.warning("%s failed (%s), retrying in %.1fs", what, exc, delay)
-                    await asyncio.sleep(delay)
+        return await until_done(what, fn, retriable=_retriable, stopping=self.stopping)
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,16 @@ from itertools import islice
 
 import pytest
 
-from pipeline.retry import BACKOFF_INITIAL, BACKOFF_MAX, Retrying, backoff
+from pipeline import retry
+from pipeline.retry import (
+    BACKOFF_INITIAL,
+    BACKOFF_MAX,
+    RETRYING,
+    Retrying,
+    ShutdownRequested,
+    backoff,
+    until_done,
+)
 
 
 def test_backoff_doubles_from_initial_up_to_the_cap() -> None:
@@ -75,3 +84,54 @@ def test_a_loop_whose_call_hangs_counts_after_the_stuck_bound(
         )
         assert registry.oldest_age() == retry.STUCK_SECONDS + 1
     assert registry.why_not_ready() is None
+
+
+@pytest.fixture
+def no_sleep(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """until_done's waits, recorded instead of slept."""
+    waits: list[float] = []
+
+    async def sleep(delay: float) -> None:
+        waits.append(delay)
+
+    monkeypatch.setattr(retry.asyncio, "sleep", sleep)
+    return waits
+
+
+async def test_until_done_retries_what_is_retriable_and_is_not_ready_meanwhile(
+    no_sleep: list[float],
+) -> None:
+    calls: list[str | None] = []
+
+    async def flaky() -> str:
+        calls.append(RETRYING.why_not_ready())
+        if len(calls) < 3:
+            raise TimeoutError("half-open")
+        return "done"
+
+    got = await until_done("ledger lookup", flaky, retriable=lambda e: True, stopping=lambda: False)
+    assert got == "done"
+    assert no_sleep == [0.2, 0.4]  # the service loops' backoff
+    assert calls[0] is None  # not failing before the first failure
+    assert calls[2] is not None and calls[2].startswith("ledger lookup retrying")
+    assert RETRYING.why_not_ready() is None  # cleared with the success
+
+
+async def test_until_done_raises_what_is_not_retriable_at_once(no_sleep: list[float]) -> None:
+    async def refused() -> None:
+        raise ValueError("bad row")
+
+    with pytest.raises(ValueError, match="bad row"):
+        await until_done("flow order", refused, retriable=lambda e: False, stopping=lambda: False)
+    assert no_sleep == []
+    assert RETRYING.why_not_ready() is None
+
+
+async def test_until_done_stops_retrying_once_the_process_stops(no_sleep: list[float]) -> None:
+    async def down() -> None:
+        raise ConnectionResetError("reset")
+
+    with pytest.raises(ShutdownRequested, match="window signal"):
+        await until_done("window signal", down, retriable=lambda e: True, stopping=lambda: True)
+    assert no_sleep == []
+    assert RETRYING.why_not_ready() is None
