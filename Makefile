@@ -66,9 +66,11 @@ test-server: stack-up
 	$(SERVER_ENV) FAULTS_REPORT=1 $(BIN)/pytest -q -m "temporal_server and not slow" $(PYTEST_ARGS)
 
 # Full-size fault-injection runs (CI runs the reduced size inside `make test`) with a
-# table of figures per scenario.
+# table of figures per scenario. The network scenarios reach the broker through its PROXIED
+# listener (docs/local-stack.md); a running broker without it is restarted once to add it.
+faults: export INGEST_STACK_KAFKA_PROXIED_PORT ?= 19092
 faults: stack-up
-	$(BIN)/ingest stack build
+	$(BIN)/ingest stack build --proxied
 	FAULTS_SCALE=full $(BIN)/pytest -q tests/faults $(PYTEST_ARGS)
 
 # The soak (tests/soak, docs/soak.md): the pipeline on a private real Temporal server (split

@@ -64,10 +64,37 @@ class Node:
     controller_port: int
     home: Path  # data, server.properties
     proc: Proc  # pid file and log
+    # PROXIED (opt-in): the listener's own port, and the port it advertises, where a
+    # Toxiproxy proxy forwards to it (devstack.toxiproxy: a client that bootstraps through
+    # the proxies keeps using them after the first metadata answer).
+    proxied: tuple[int, int] | None = None
 
     @property
     def address(self) -> str:
         return f"{HOST}:{self.port}"
+
+    @property
+    def proxied_upstream(self) -> str:
+        """What this node's proxy forwards to: its PROXIED listener."""
+        assert self.proxied is not None, f"node {self.node_id} has no PROXIED listener"
+        return f"{HOST}:{self.proxied[0]}"
+
+    @property
+    def proxied_address(self) -> str:
+        """Where this node's proxy listens: the address its PROXIED listener advertises."""
+        assert self.proxied is not None, f"node {self.node_id} has no PROXIED listener"
+        return f"{HOST}:{self.proxied[1]}"
+
+    def listener_fields(self) -> dict[str, str]:
+        """The PROXIED listener's parts of ``listeners``, ``advertised.listeners`` and the
+        protocol map, each with a leading comma ("" without one). Plaintext."""
+        if self.proxied is None:
+            return {"more_listeners": "", "more_advertised": "", "more_protocols": ""}
+        return {
+            "more_listeners": f",PROXIED://{self.proxied_upstream}",
+            "more_advertised": f",PROXIED://{self.proxied_address}",
+            "more_protocols": ",PROXIED:PLAINTEXT",
+        }
 
 
 class KafkaCluster:
@@ -81,8 +108,13 @@ class KafkaCluster:
         *,
         heap: str = "256m",
         replication_factor: int = 3,
+        proxied: list[tuple[int, int]] | None = None,
     ) -> None:
-        used = [p for pair in ports for p in pair]
+        """``ports``: each node's (broker, controller) port; ``proxied``: each node's
+        PROXIED (listen, advertised) ports, or None for no such listener."""
+        if proxied is not None and len(proxied) != len(ports):
+            raise StackError(f"{len(proxied)} PROXIED port pairs for {len(ports)} Kafka nodes")
+        used = [p for pair in [*ports, *(proxied or [])] for p in pair]
         if len(set(used)) != len(used):
             raise StackError(f"Kafka cluster ports overlap: {ports}")
         self.home = home.resolve()
@@ -98,6 +130,7 @@ class KafkaCluster:
                 controller_port=cport,
                 home=self.home / f"node-{i}",
                 proc=Proc(self.home, f"kafka-{i}"),
+                proxied=proxied[i - 1] if proxied else None,
             )
             for i, (port, cport) in enumerate(ports, start=1)
         ]
@@ -130,6 +163,11 @@ class KafkaCluster:
     @property
     def address(self) -> str:
         return self.bootstrap
+
+    @property
+    def proxied_bootstrap(self) -> str:
+        """Every node's proxy address: the bootstrap of a client that must go through them."""
+        return ",".join(n.proxied_address for n in self.nodes)
 
     def node(self, node_id: int) -> Node:
         return self.nodes[node_id - 1]
@@ -264,6 +302,7 @@ class KafkaCluster:
                     data=n.home / "data",
                     rf=self.replication_factor,
                     min_isr=self.min_insync_replicas,
+                    **n.listener_fields(),
                 )
             )
             if (n.home / "data" / "meta.properties").exists():

@@ -4,8 +4,10 @@
 JVMs on free ports, data under pytest's tmp dir, from the local stack's broker
 jars (``Kafka.libs()``: already fetched by ``ingest stack up``, fetched with
 Maven when missing). Replication factor 3, ``min.insync.replicas=2``, unclean
-leader election off. It is SIGKILLed by pid at the end; the shared stack's
-broker is never touched.
+leader election off. Each node also has a PROXIED listener advertised at a port where
+a Toxiproxy proxy may stand (``Node.proxied_address``; nothing listens there unless a
+test makes that proxy). It is SIGKILLed by pid at the end; the shared stack's broker is
+never touched.
 
 ``cluster_topics``: fresh raw/events/DLQ/emit topics on that cluster (6
 partitions, so each broker leads some), after waiting until every replica of
@@ -40,9 +42,14 @@ HEAP = "256m"
 @pytest.fixture(scope="module")
 def kafka_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
     stack_kafka = Kafka(StackSettings(dir=ROOT / ".stack"))
-    flat = free_ports(2 * NODES)
-    ports = [(flat[2 * i], flat[2 * i + 1]) for i in range(NODES)]
-    cluster = KafkaCluster(tmp_path_factory.mktemp("kafka3"), stack_kafka.libs, ports, heap=HEAP)
+    flat = free_ports(4 * NODES)
+    ports = [(flat[4 * i], flat[4 * i + 1]) for i in range(NODES)]
+    # Each node's PROXIED listener and the port it advertises, where a proxy may stand
+    # (the soak's Kafka toxics); the failover scenarios use PLAINTEXT only.
+    proxied = [(flat[4 * i + 2], flat[4 * i + 3]) for i in range(NODES)]
+    cluster = KafkaCluster(
+        tmp_path_factory.mktemp("kafka3"), stack_kafka.libs, ports, heap=HEAP, proxied=proxied
+    )
     try:
         cluster.ensure()
         yield cluster

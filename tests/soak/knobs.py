@@ -2,7 +2,8 @@
 
 * ``SOAK_MINUTES`` (60): how long events flow, the ceiling burst at the start included.
 * ``SOAK_FAULT_EVERY`` (s): one fault this often; 300 for runs of 30 minutes or more,
-  else 60, so a short run still sees several kinds.
+  else 60, so a short run still sees several kinds. A long run's first fault comes after
+  half of it (:attr:`Knobs.first_fault`).
 * ``SOAK_WINDOW`` (s): the length of one row of the figures; 300 for runs of 30 minutes
   or more, else 60.
 * ``SOAK_RATE`` (events/s): a fixed rate instead of half of the ceiling measured at the
@@ -35,6 +36,13 @@ class Knobs:
     def full(self) -> bool:
         """A long run: the RSS and p99-recovery bounds are asserted as the issue states."""
         return self.minutes >= FULL_MINUTES
+
+    @property
+    def first_fault(self) -> float:
+        """Seconds from the start to the first fault: half an interval in a long run, so an
+        hour at one fault per 5 minutes has room for 12 faults, one of each kind; a whole
+        interval in a short one (its first minute is the burst and its drain)."""
+        return self.fault_every / 2 if self.full else self.fault_every
 
     @property
     def toxic_seconds(self) -> float:

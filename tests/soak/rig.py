@@ -8,10 +8,12 @@
 * Kafka: the private 3-broker KRaft cluster of the failover scenarios
   (``tests/faults/cluster.py``), topics with replication 3 and ``min.insync.replicas=2``.
 * Toxiproxy: a private one (``tests/support/toxiproxy.py``) with a proxy in front of the
-  Temporal frontend and one in front of PostgreSQL; the pipeline's processes reach those
-  two servers only through them. Kafka is reached directly: each broker of the cluster
-  advertises its own address, so a proxy at the bootstrap address alone would be bypassed
-  after the first metadata request (issue 40), and the cluster has no proxied listeners.
+  Temporal frontend, one in front of PostgreSQL and one in front of each broker; the
+  pipeline's processes reach every server only through them. Each broker advertises its
+  proxy's address on its PROXIED listener (``KafkaCluster(proxied=...)``), so a client
+  that bootstraps through the proxies keeps using them after the first metadata answer
+  (a proxy at the bootstrap address alone would be bypassed: issue 40). The soak's own
+  producer, sampler and checks reach every server directly.
 * The pipeline: real ``ingest ingress|router|worker|relay`` processes
   (``tests.faults.harness.Pipeline``), each with its metrics port.
 
@@ -41,6 +43,7 @@ from tests.support import toxiproxy as support
 
 PIPELINE = ("ingress", "router", "worker", "relay")
 LATENCY = {"latency": 500, "jitter": 200}  # ms, on every answer (downstream)
+BANDWIDTH_KB = 64  # KB/s each way to every broker, as in the network scenario
 
 
 @dataclass
@@ -52,6 +55,7 @@ class Rig:
     toxi: ToxiproxyClient
     temporal_proxy: Proxy
     pg_proxy: Proxy
+    kafka_proxies: list[Proxy]
     toxic_seconds: float
     current: dict[str, h.Child] = field(default_factory=dict)
     killed: list[h.Child] = field(default_factory=list)  # children the soak itself killed
@@ -131,6 +135,19 @@ class Rig:
         await asyncio.to_thread(self.cluster.start, node)
         return {"node": node, "stop_s": round(stop_s, 1)}
 
+    async def bandwidth(self, proxies: list[Proxy]) -> dict[str, Any]:
+        """BANDWIDTH_KB each way on every proxy for the toxic's length."""
+        with contextlib.ExitStack() as held:
+            for proxy in proxies:
+                for stream in ("upstream", "downstream"):
+                    held.enter_context(
+                        support.toxic(
+                            self.toxi, proxy, "bandwidth", {"rate": BANDWIDTH_KB}, stream=stream
+                        )
+                    )
+            await asyncio.sleep(self.toxic_seconds)
+        return {"seconds": round(self.toxic_seconds), "kb_per_s": BANDWIDTH_KB}
+
     async def toxic(
         self, proxies: list[Proxy], type: Any, attrs: dict[str, Any], stream: Any
     ) -> dict[str, Any]:
@@ -140,16 +157,23 @@ class Rig:
             await asyncio.sleep(self.toxic_seconds)
         return {"seconds": round(self.toxic_seconds)}
 
-    async def reset_temporal(self) -> dict[str, Any]:
+    async def resets(self, proxies: list[Proxy]) -> dict[str, Any]:
         """Answers held back 1 s and every connection reset every 2.5 s, as in the network
-        scenario: a start the server made may never be answered; its retry must be a
-        duplicate, never a second run."""
+        scenario. On Temporal: a start the server made may never be answered; its retry
+        must be a duplicate, never a second run. On Kafka: a produce the broker wrote may
+        never be acknowledged, and the relay's link is cut inside its transactions."""
         resets = 0
         begin = time.monotonic()
-        with support.toxic(self.toxi, self.temporal_proxy, "latency", {"latency": 1000}):
+        with contextlib.ExitStack() as slow:
+            for proxy in proxies:
+                slow.enter_context(support.toxic(self.toxi, proxy, "latency", {"latency": 1000}))
             while time.monotonic() - begin < self.toxic_seconds:
                 await asyncio.sleep(2.5)
-                with support.toxic(self.toxi, self.temporal_proxy, "reset_peer", {"timeout": 0}):
+                with contextlib.ExitStack() as cut:
+                    for proxy in proxies:
+                        cut.enter_context(
+                            support.toxic(self.toxi, proxy, "reset_peer", {"timeout": 0})
+                        )
                     resets += 1
                     await asyncio.sleep(0.3)
         return {"resets": resets}
@@ -165,10 +189,11 @@ FAULTS: dict[str, Callable[[Rig], Awaitable[dict[str, Any]]]] = {
     "pg_restart": lambda r: r.pg_restart(),
     "broker_restart": lambda r: r.broker_restart(),
     "net_latency": lambda r: r.toxic(
-        [r.temporal_proxy, r.pg_proxy], "latency", LATENCY, "downstream"
+        [r.temporal_proxy, r.pg_proxy, *r.kafka_proxies], "latency", LATENCY, "downstream"
     ),
-    "net_reset_temporal": lambda r: r.reset_temporal(),
+    "net_reset": lambda r: r.resets([r.temporal_proxy, *r.kafka_proxies]),
     "net_half_open_pg": lambda r: r.toxic([r.pg_proxy], "timeout", {"timeout": 0}, "upstream"),
+    "net_bandwidth_kafka": lambda r: r.bandwidth(r.kafka_proxies),
 }
 
 # The order faults take turns in: a short run (one a minute) sees a process kill, a
@@ -176,12 +201,13 @@ FAULTS: dict[str, Callable[[Rig], Awaitable[dict[str, Any]]]] = {
 ROTATION = (
     "kill_router",
     "kill_history",
-    "net_reset_temporal",
+    "net_reset",
     "pg_restart",
     "kill_worker",
     "broker_restart",
     "net_latency",
     "kill_frontend",
+    "net_bandwidth_kafka",
     "kill_ingress",
     "net_half_open_pg",
     "kill_relay",

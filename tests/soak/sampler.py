@@ -85,7 +85,7 @@ class Sampler:
 
     async def run(self) -> None:
         pipe = self.rig.pipe
-        bootstrap = pipe.ep.kafka
+        bootstrap = self.rig.cluster.bootstrap  # direct: a Kafka toxic must not slow the sampler
         groups = {
             "ingress": (pipe.ingress_group, pipe.topics.raw),
             "router": (pipe.router_group, pipe.topics.events),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.soak import knobs
+from tests.soak import knobs, rig
 from tests.soak.analysis import (
     MB,
     Fault,
@@ -86,10 +86,14 @@ def test_knobs_defaults_follow_the_length_of_the_run() -> None:
         True,
     )
     assert full.toxic_seconds == 60
+    assert full.first_fault == 150  # faults at 150, 450, ..., 3450 s: one of each kind
+    last = full.first_fault + (len(rig.ROTATION) - 1) * full.fault_every
+    assert last + full.toxic_seconds + 30 <= full.seconds  # the soak's own cut-off
     short = knobs.load(
         {"SOAK_MINUTES": "5", "SOAK_RATE": "2.5", "SOAK_FAULTS": "kill_worker, pg_restart"}
     )
     assert (short.fault_every, short.window, short.rate, short.full) == (60, 60, 2.5, False)
     assert short.faults == ("kill_worker", "pg_restart") and short.toxic_seconds == 20
+    assert short.first_fault == 60
     with pytest.raises(ValueError, match="SOAK_MINUTES"):
         knobs.load({"SOAK_MINUTES": "0"})

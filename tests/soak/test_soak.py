@@ -127,11 +127,17 @@ async def test_soak(kafka_cluster, cluster_topics, fault, monkeypatch, tmp_path)
     tag = uuid.uuid4().hex[:8]
     temporal_proxy = toxi.create_proxy(f"temporal_{tag}", server.address)
     pg_proxy = toxi.create_proxy(f"pg_{tag}", f"127.0.0.1:{pg.cfg.pg_port}")
+    kafka_proxies = [  # one per broker, at the address its PROXIED listener advertises
+        toxi.create_proxy(f"kafka{n.node_id}_{tag}", n.proxied_upstream, n.proxied_address)
+        for n in kafka_cluster.nodes
+    ]
 
     # --- the pipeline -----------------------------------------------------------------
     topics = cluster_topics
     task_queue = f"soak-{uuid.uuid4()}"
-    ep = h.Endpoints(kafka_cluster.bootstrap, temporal_proxy.listen, through(db_url, pg_proxy))
+    ep = h.Endpoints(
+        kafka_cluster.proxied_bootstrap, temporal_proxy.listen, through(db_url, pg_proxy)
+    )
     pipe = soak.pipeline(ep, topics, task_queue)
     pool = await asyncpg.create_pool(
         db_url, min_size=1, max_size=5, server_settings={"application_name": TEST_APP}
@@ -140,7 +146,17 @@ async def test_soak(kafka_cluster, cluster_topics, fault, monkeypatch, tmp_path)
     temporal = await temporal_client(TemporalSettings(address=server.address, namespace="default"))
     acts = await workload.seed(pool)
     assert await sync.reconcile(temporal, pool, task_queue), "the cron schedule was not created"
-    rig = Rig(pipe, pg, server, kafka_cluster, toxi, temporal_proxy, pg_proxy, KNOBS.toxic_seconds)
+    rig = Rig(
+        pipe,
+        pg,
+        server,
+        kafka_cluster,
+        toxi,
+        temporal_proxy,
+        pg_proxy,
+        kafka_proxies,
+        KNOBS.toxic_seconds,
+    )
     await rig.start_pipeline(TEMPORAL_NAMESPACE="default")
     for child in rig.current.values():
         await eventually(child.ready, 120, f"the {child.kind} to be ready")
@@ -173,7 +189,7 @@ async def test_soak(kafka_cluster, cluster_topics, fault, monkeypatch, tmp_path)
     producing = asyncio.create_task(
         workload.produce(kafka_cluster.bootstrap, topics.raw, acts, rate, end, produced)
     )
-    next_fault = m0 + KNOBS.fault_every
+    next_fault = m0 + KNOBS.first_fault
     n_faults = 0
     while not producing.done():
         await asyncio.sleep(min(2.0, max(0.1, next_fault - time.monotonic())))

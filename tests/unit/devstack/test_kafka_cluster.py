@@ -68,6 +68,36 @@ def test_node_properties_name_every_voter_and_the_durability_settings(tmp_path: 
         assert line in props
 
 
+def test_proxied_nodes_advertise_their_proxy_and_listen_behind_it(tmp_path: Path) -> None:
+    # Issue 40: a client bootstrapping through the proxies must keep using them, so each
+    # node advertises its proxy's port on PROXIED and listens on its own port behind it.
+    cluster = KafkaCluster(tmp_path, tmp_path, [(11, 12), (13, 14)], proxied=[(21, 31), (23, 33)])
+    for n in cluster.nodes:
+        (n.home / "data").mkdir(parents=True)
+        (n.home / "data" / "meta.properties").write_text("")
+    cluster._configure("java")
+    props = (cluster.node(2).home / "server.properties").read_text().splitlines()
+    assert (
+        "listeners=PLAINTEXT://127.0.0.1:13,CONTROLLER://127.0.0.1:14,PROXIED://127.0.0.1:23"
+        in props
+    )
+    assert "advertised.listeners=PLAINTEXT://127.0.0.1:13,PROXIED://127.0.0.1:33" in props
+    assert (
+        "listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,PROXIED:PLAINTEXT"
+        in props
+    )
+    assert "inter.broker.listener.name=PLAINTEXT" in props  # replication never via a proxy
+    assert cluster.proxied_bootstrap == "127.0.0.1:31,127.0.0.1:33"
+    assert cluster.node(1).proxied_upstream == "127.0.0.1:21"
+
+
+def test_proxied_ports_must_match_the_nodes_and_not_overlap(tmp_path: Path) -> None:
+    with pytest.raises(StackError, match="2 PROXIED port pairs for 3"):
+        KafkaCluster(tmp_path, tmp_path, [(1, 2), (3, 4), (5, 6)], proxied=[(7, 8), (9, 10)])
+    with pytest.raises(StackError, match="overlap"):
+        KafkaCluster(tmp_path, tmp_path, [(1, 2)], proxied=[(2, 8)])
+
+
 @pytest.mark.parametrize(("rf", "min_isr"), [(1, "1"), (2, "1"), (3, "2"), (5, "2")])
 def test_topic_configs(rf: int, min_isr: str) -> None:
     assert topic_configs(rf) == {
