@@ -35,7 +35,10 @@ from typing import Any
 import asyncpg
 import orjson
 from aiokafka import AIOKafkaProducer
+from devstack.postgres import Postgres
+from devstack.settings import StackSettings
 
+from pipeline import db
 from schemas import ids
 from tests.support import ROOT, kafka, metrics
 from tests.support.net import free_port
@@ -543,6 +546,28 @@ class Scenario:
 
         self.cleanup(remove)  # registered first: runs after the server's own stop
         return path
+
+    async def private_postgres(self, database: str | None = None) -> tuple[Postgres, str]:
+        """A private PostgreSQL (``devstack.postgres.Postgres``) on a free port, stopped at
+        the end, and the URL of its migrated pipeline database: ``database``, created
+        first, or the server's own. Unset ``DATABASE_URL`` first: ``Postgres.url`` uses it."""
+        server = Postgres(StackSettings(dir=self.server_dir("pg"), pg_port=free_port()))
+        await asyncio.to_thread(server.ensure)
+        self.cleanup(lambda: asyncio.to_thread(server.stop))
+        url = server.url
+        if database is not None:
+            conn = await asyncpg.connect(url)
+            try:
+                await conn.execute(f'CREATE DATABASE "{database}"')
+            finally:
+                await conn.close()
+            url = f"{url.rpartition('/')[0]}/{database}"
+        conn = await asyncpg.connect(url)
+        try:
+            await db.migrate(conn)
+        finally:
+            await conn.close()
+        return server, url
 
     async def close(self) -> None:
         for pipe in self.pipelines:

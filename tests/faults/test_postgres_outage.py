@@ -14,13 +14,10 @@ import uuid
 
 import asyncpg
 import pytest
-from devstack.postgres import Postgres
-from devstack.settings import StackSettings
 
 from pipeline import db
 from tests.faults import harness as h
 from tests.support import db as seed
-from tests.support.net import free_port
 from tests.support.wait import eventually
 
 N = h.events("postgres_outage", 200)
@@ -31,15 +28,7 @@ PRODUCE_SECONDS = h.scaled(25, 90)
 @pytest.mark.timeout(h.scaled(420, h.drain_seconds(N) + 900))
 async def test_postgres_outage(stack, topics, task_queue, temporal, fault, monkeypatch):
     monkeypatch.delenv("DATABASE_URL", raising=False)  # Postgres.url would use it
-    server = Postgres(StackSettings(dir=fault.server_dir("pg"), pg_port=free_port()))
-    await asyncio.to_thread(server.ensure)
-    fault.cleanup(lambda: asyncio.to_thread(server.stop))
-    url = server.url
-    conn = await asyncpg.connect(url)
-    try:
-        await db.migrate(conn)
-    finally:
-        await conn.close()
+    server, url = await fault.private_postgres()
     pool = await db.create_pool(url, 1, 4)
     etype = f"fault.pg.{uuid.uuid4().hex[:8]}"
     aid = await seed.seed_activity(pool, etype)

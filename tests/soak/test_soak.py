@@ -20,10 +20,7 @@ from typing import Any
 import asyncpg
 import orjson
 import pytest
-from devstack.postgres import Postgres
-from devstack.settings import StackSettings
 
-from pipeline import db as pipeline_db
 from pipeline.clients import temporal_client
 from pipeline.settings import TemporalSettings
 from scheduler import sync
@@ -33,7 +30,6 @@ from tests.soak import analysis, knobs, report, workload
 from tests.soak.rig import FAULTS, ROTATION, Rig
 from tests.soak.sampler import TEST_APP, Sampler
 from tests.support import kafka
-from tests.support.net import free_port
 from tests.support.outbox import read_committed
 from tests.support.temporal_server import private_server
 from tests.support.toxiproxy import private_toxiproxy, through
@@ -50,10 +46,6 @@ RECOVER_S = 60  # full runs: p99 back within 2x its pre-fault value this long af
 
 def _at(value: datetime | None) -> float | None:
     return None if value is None else value.timestamp()
-
-
-def _with_db(url: str, name: str) -> str:
-    return f"{url.rpartition('/')[0]}/{name}"
 
 
 async def _ceiling(
@@ -102,21 +94,8 @@ async def test_soak(kafka_cluster, cluster_topics, fault, monkeypatch, tmp_path)
     assert not unknown, f"SOAK_FAULTS names unknown kinds {sorted(unknown)}; known: {ROTATION}"
 
     # --- the private servers --------------------------------------------------------
-    pg = Postgres(StackSettings(dir=soak.server_dir("pg"), pg_port=free_port()))
-    await asyncio.to_thread(pg.ensure)
-    soak.cleanup(lambda: asyncio.to_thread(pg.stop))
+    pg, db_url = await soak.private_postgres("soak")
     admin_url = pg.url
-    conn = await asyncpg.connect(admin_url)
-    try:
-        await conn.execute('CREATE DATABASE "soak"')
-    finally:
-        await conn.close()
-    db_url = _with_db(admin_url, "soak")
-    conn = await asyncpg.connect(db_url)
-    try:
-        await pipeline_db.migrate(conn)
-    finally:
-        await conn.close()
     server = private_server(tmp_path / "tserver", pg_port=pg.cfg.pg_port)
     soak.cleanup(lambda: asyncio.to_thread(server.stop))  # its databases go with pg
     await asyncio.to_thread(server.ensure)
