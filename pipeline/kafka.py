@@ -144,6 +144,8 @@ def consumer(
         "auto_offset_reset": "earliest",
         "isolation_level": "read_committed",
         "max_poll_records": 500,
+        "fetch_min_bytes": cfg.fetch_min_bytes,
+        "fetch_max_wait_ms": cfg.fetch_max_wait_ms,
     }
     if group_id is not None and cfg.group_instance_id is not None:
         kw["group_instance_id"] = cfg.group_instance_id

@@ -55,6 +55,13 @@ class KafkaSettings(BaseSettings):
     # nothing, only verify they exist (managed clusters that refuse topic settings).
     create_topics: Literal["auto", "check"] = "auto"
     request_timeout_ms: int = Field(30_000, ge=1000)
+    # What a consumer's fetch asks the broker to gather before it answers: at least
+    # fetch_min_bytes, or whatever came within fetch_max_wait_ms (aiokafka's defaults, 1
+    # byte and 500 ms: at a trickle every record is a fetch of its own). A larger minimum
+    # costs the broker fewer fetches at low rates and adds up to the wait to each hop's
+    # latency (docs/kafka.md#fetch-waits).
+    fetch_min_bytes: int = Field(1, ge=1, le=50 * 1024 * 1024)
+    fetch_max_wait_ms: int = Field(500, ge=0, le=30_000)
     # How this project's producers (ingress, the router's DLQ, replay, emit tasks) compress
     # their batches. Consumers read every codec whatever this says.
     compression_type: Literal["none", "gzip", "snappy", "lz4", "zstd"] = "none"

@@ -34,6 +34,15 @@ async def test_consumers_commit_by_hand_and_read_committed() -> None:
     assert consumer._isolation_level == "read_committed"
 
 
+async def test_consumers_fetch_with_the_configured_wait() -> None:
+    default = kafka.consumer(KafkaSettings(), "t", group_id="g")
+    assert (default._fetch_min_bytes, default._fetch_max_wait_ms) == (1, 500)  # aiokafka's
+    tuned = kafka.consumer(
+        KafkaSettings(fetch_min_bytes=16384, fetch_max_wait_ms=50), "t", group_id="g"
+    )
+    assert (tuned._fetch_min_bytes, tuned._fetch_max_wait_ms) == (16384, 50)
+
+
 def test_every_kafka_client_is_built_by_pipeline_kafka() -> None:
     direct = [
         f"{path.relative_to(ROOT)}"
