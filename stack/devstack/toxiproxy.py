@@ -21,7 +21,8 @@ front of the bootstrap address alone would be bypassed: with
 (:func:`kafka_listener_fields`) on ``INGEST_STACK_KAFKA_PROXIED_LISTEN_PORT`` that
 advertises the proxy's port, and a proxy from :func:`kafka_listen` to
 :func:`kafka_upstream` completes the path; a second, ``PROXIED_B``, on the next ports,
-lets one process be cut from Kafka alone.
+lets one process be cut from Kafka alone. A :class:`devstack.kafka_cluster.KafkaCluster`
+made with ``proxied=`` gives each of its nodes such a listener (the soak's 3 brokers).
 """
 
 from __future__ import annotations
