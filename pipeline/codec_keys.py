@@ -25,6 +25,7 @@ from typing import Literal
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from pipeline.secret_files import UnreadableFile, read_capped_text
 from pipeline.settings import ConfigError, build
 
 KEYS_ENV = "INGEST_CODEC_KEYS"
@@ -135,18 +136,9 @@ def load_keys(cfg: CodecSettings) -> tuple[CodecKey, ...]:
 
 def _file_entries(path: Path) -> list[tuple[str, str]]:
     try:
-        with path.open("rb") as f:
-            raw = f.read(_MAX_KEYS_FILE_BYTES + 1)
-    except OSError as exc:
-        raise ConfigError(
-            f"invalid setting {KEYS_FILE_ENV}: cannot read {path}: {exc.strerror or exc}"
-        ) from None
-    if len(raw) > _MAX_KEYS_FILE_BYTES:
-        raise ConfigError(f"invalid setting {KEYS_FILE_ENV}: {path} is larger than 1 MiB")
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError:
-        raise ConfigError(f"invalid setting {KEYS_FILE_ENV}: {path} is not UTF-8 text") from None
+        text = read_capped_text(path, _MAX_KEYS_FILE_BYTES)
+    except UnreadableFile as exc:
+        raise ConfigError(f"invalid setting {KEYS_FILE_ENV}: {exc}") from None
     entries = []
     for n, line in enumerate(text.splitlines(), 1):
         line = line.strip()

@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+from pipeline.secret_files import UnreadableFile, read_capped_text
 from workers.handlers.errors import PermanentTaskError
 
 MAX_SECRET_FILE_BYTES = 64 << 10
@@ -87,18 +88,9 @@ class SecretSource:
                 f"webhook: {what} names {name!r}, outside INGEST_WEBHOOK_SECRETS_DIR={base}"
             )
         try:
-            with path.open("rb") as f:
-                raw = f.read(MAX_SECRET_FILE_BYTES + 1)
-        except OSError as exc:
-            raise PermanentTaskError(
-                f"webhook: {what}: cannot read {path}: {exc.strerror or type(exc).__name__}"
-            ) from None
-        if len(raw) > MAX_SECRET_FILE_BYTES:
-            raise PermanentTaskError(f"webhook: {what}: {path} is larger than 64 KiB")
-        try:
-            value = raw.decode("utf-8").strip()
-        except UnicodeDecodeError:
-            raise PermanentTaskError(f"webhook: {what}: {path} is not UTF-8 text") from None
+            value = read_capped_text(path, MAX_SECRET_FILE_BYTES).strip()
+        except UnreadableFile as exc:
+            raise PermanentTaskError(f"webhook: {what}: {exc}") from None
         if not value:
             raise PermanentTaskError(f"webhook: {what}: {path} is empty")
         return value
