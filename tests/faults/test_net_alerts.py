@@ -161,7 +161,11 @@ async def test_slow_links_raise_no_dependency_alert(cfg, temporal, db_pool, toxi
         # Every event routed, the gauge never near its threshold, the alert never pending.
         for event_id in sent:
             wid = ids.event_workflow_id(aid, event_id)
-            await wait.eventually(lambda w=wid: exists(temporal, w), 60, f"run of {event_id}")
+
+            async def started(wid: str = wid) -> bool:
+                return await exists(temporal, wid)
+
+            await wait.eventually(started, 60, f"run of {event_id}")
         gauge = await prom.samples(f'pipeline_dependency_failing_seconds{{job="{JOB}"}}', "2m")
         assert gauge, "Prometheus stored no sample of pipeline_dependency_failing_seconds"
         worst = max(float(v) for _, values in gauge for v in values)
