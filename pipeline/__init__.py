@@ -8,11 +8,12 @@
   OAUTHBEARER token providers), :mod:`pipeline.db` (pools, migrations, DSN redaction).
 * Payload encryption: :mod:`pipeline.codec` (the AES-256-GCM payload codec and the
   converter every Temporal client uses), :mod:`pipeline.codec_keys` (its ``INGEST_CODEC_*``
-  settings and keys; docs/security.md).
+  settings and keys; docs/security.md), :mod:`pipeline.secret_files` (a secret file read
+  within a byte cap: the keys file, webhook secrets).
 * Shared logic: :mod:`pipeline.starter` (the one starter of ``RunActivityWorkflow``),
   :mod:`pipeline.offsets` (the router's contiguous commit point), :mod:`pipeline.retry`
-  (the one backoff and the one RetryPolicy), :mod:`pipeline.rebalance` (the consumer
-  group listener of ingress and the router), :mod:`pipeline.lag` (consumer lag in
+  (the one backoff, the one retry loop and the one RetryPolicy), :mod:`pipeline.rebalance`
+  (the consumer group listener of ingress and the router), :mod:`pipeline.lag` (consumer lag in
   seconds, for ingress and the router), :mod:`pipeline.temporal_setup` (a
   namespace's search attributes), :mod:`pipeline.tracing` (OpenTelemetry traces,
   off unless ``INGEST_TRACING=1``; docs/tracing.md).

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from schemas.errors import IngestError
 
-class UnreadableFile(Exception):
+
+class UnreadableFile(IngestError):
     """The file cannot serve: missing, unreadable, too large or not UTF-8 (the message
     says which, naming the path; the caller adds the setting it came from)."""
 
