@@ -66,7 +66,11 @@ async def test_sigkilled_worker_leaves_the_sla_timer_intact(
             "escalated",
         )
         assert after.deadline is not None
-        assert (at(after.deadline) - deadline).total_seconds() == 120
+        # 120 s after the SLA deadline. Not to the millisecond: when the kill lands inside
+        # the workflow task that set the first deadline, the new worker runs that task
+        # again and the deadline it keeps may differ by milliseconds from the one read
+        # before the kill (seen once on the real server: 119.977 s).
+        assert abs((at(after.deadline) - deadline).total_seconds() - 120) < 1
         # The escalation contact may decide now; the run goes on.
         await decide(task, "carol", "approve")
         outcome = await asyncio.wait_for(run.result(), 60)
