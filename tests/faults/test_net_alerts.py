@@ -71,11 +71,7 @@ async def _router(cfg, toxiproxy, tmp_path: Path) -> AsyncIterator[tuple[dict, P
         )
         router = await spawn_router(env)
         try:
-
-            async def ready() -> bool:
-                return (await metrics.readyz(port))[0] == 200
-
-            await wait.eventually(ready, 60, "the router to be ready")
+            await wait.eventually(lambda: metrics.is_ready(port), 60, "the router to be ready")
             async with prometheus(tmp_path, {JOB: port}) as prom:
                 await wait.eventually(lambda: prom.scraped(JOB), 60, "Prometheus's first scrape")
                 yield {"postgres": pg_proxy, "temporal": temporal_proxy, "port": port}, prom

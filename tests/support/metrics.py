@@ -92,6 +92,11 @@ async def readyz(port: int) -> tuple[int, str]:
         return 0, f"{type(exc).__name__}: {exc}"
 
 
+async def is_ready(port: int) -> bool:
+    """``/readyz`` answers 200 on ``port`` (for ``wait.eventually``)."""
+    return (await readyz(port))[0] == 200
+
+
 def metric_sum(name: str, variants: list[dict[str, str]], *, missing_ok: bool = False) -> float:
     """Sum of ``name`` over label ``variants`` (e.g. the two dedupe layers). Fails when
     none of them has a series, unless ``missing_ok`` (a "before" reading)."""

@@ -41,11 +41,7 @@ async def test_readyz_is_503_while_postgres_is_half_open_and_200_after(
         )
         router = await spawn_router(env)
         try:
-
-            async def ready() -> bool:
-                return (await metrics.readyz(port))[0] == 200
-
-            await wait.eventually(ready, 60, "the router to be ready")
+            await wait.eventually(lambda: metrics.is_ready(port), 60, "the router to be ready")
             event_id = f"rz-{tag}"
             with support.toxic(toxiproxy, proxy, "timeout", {"timeout": 0}, stream="upstream"):
                 await kafka.produce(
@@ -65,7 +61,9 @@ async def test_readyz_is_503_while_postgres_is_half_open_and_200_after(
                 assert "not ready: ledger lookup retrying for" in seen[-1], seen[-1]
                 assert "TimeoutError" in seen[-1], seen[-1]
                 assert await metrics.healthy(port)  # alive: a restart would not help
-            await wait.eventually(ready, 60, "the router to be ready again")
+            await wait.eventually(
+                lambda: metrics.is_ready(port), 60, "the router to be ready again"
+            )
             wid = ids.event_workflow_id(aid, event_id)
             await wait.eventually(lambda: exists(temporal, wid), 60, "the event's run")
         finally:
