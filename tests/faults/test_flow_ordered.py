@@ -8,7 +8,9 @@ Afterwards, besides the fault suite's invariant (0 lost, 0 extra, one run row, o
 execution and one task row per event: ``harness.verify``), per key and in its events'
 order (``ordered.measure_order``): each run has its place, numbered 1, 2, ... in that
 order and closed; each run's task first entered after the run ahead of it finished
-(so runs started strictly in event order); every task completed exactly once.
+(so runs started strictly in event order); every task completed once (a completion
+its killed worker never reported is retried by Temporal, which runs activities at
+least once: counted as ``redone``).
 
 23. The router SIGKILLed mid-stream, several times, ledger off and commits 3 s apart: each
     kill leaves placed (and started) but uncommitted triggers that the next router reads
