@@ -10,6 +10,10 @@
   start (the burst is then skipped).
 * ``SOAK_FAULTS``: a comma-separated list of fault kinds to rotate through instead of
   :data:`tests.soak.faults.ROTATION`.
+* ``SOAK_MEMPROBE``: a comma-separated list of pipeline kinds (``worker,router``) whose
+  memory is broken down every ``SOAK_MEMPROBE_EVERY`` s (30) into ``memprobe-<kind>.jsonl``
+  (``tests/soak/memprobe/sitecustomize.py``); ``SOAK_MEMPROBE_FRAMES`` > 0 also traces
+  allocations with that many frames (slower, and it adds memory of its own).
 """
 
 from __future__ import annotations
@@ -27,6 +31,9 @@ class Knobs:
     window: float
     rate: float | None
     faults: tuple[str, ...] | None
+    memprobe: tuple[str, ...] = ()
+    memprobe_every: float = 30.0
+    memprobe_frames: int = 0
 
     @property
     def seconds(self) -> float:
@@ -61,16 +68,23 @@ def _float(env: dict[str, str], name: str, default: float) -> float:
     return value
 
 
+def _names(env: dict[str, str], name: str) -> tuple[str, ...]:
+    return tuple(f.strip() for f in env.get(name, "").split(",") if f.strip())
+
+
 def load(env: dict[str, str] | None = None) -> Knobs:
     env = dict(os.environ) if env is None else env
     minutes = _float(env, "SOAK_MINUTES", 60.0)
     long_run = minutes >= FULL_MINUTES
     rate = env.get("SOAK_RATE", "").strip()
-    faults = tuple(f.strip() for f in env.get("SOAK_FAULTS", "").split(",") if f.strip())
+    faults = _names(env, "SOAK_FAULTS")
     return Knobs(
         minutes=minutes,
         fault_every=_float(env, "SOAK_FAULT_EVERY", 300.0 if long_run else 60.0),
         window=_float(env, "SOAK_WINDOW", 300.0 if long_run else 60.0),
         rate=_float(env, "SOAK_RATE", 1.0) if rate else None,
         faults=faults or None,
+        memprobe=_names(env, "SOAK_MEMPROBE"),
+        memprobe_every=_float(env, "SOAK_MEMPROBE_EVERY", 30.0),
+        memprobe_frames=int(env.get("SOAK_MEMPROBE_FRAMES", "").strip() or 0),
     )

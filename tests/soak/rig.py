@@ -30,6 +30,7 @@ import signal
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from devstack.kafka_cluster import KafkaCluster
@@ -39,11 +40,30 @@ from devstack.toxiproxy import Proxy, ToxiproxyClient
 
 from tests.faults import harness as h
 from tests.soak.analysis import Fault
+from tests.soak.knobs import Knobs
 from tests.support import toxiproxy as support
 
 PIPELINE = ("ingress", "router", "worker", "relay")
 LATENCY = {"latency": 500, "jitter": 200}  # ms, on every answer (downstream)
 BANDWIDTH_KB = 64  # KB/s each way to every broker, as in the network scenario
+
+
+MEMPROBE = Path(__file__).parent / "memprobe"  # its sitecustomize (knobs: SOAK_MEMPROBE)
+
+
+def memprobe_env(knobs: Knobs, out_dir: Path) -> dict[str, dict[str, str]]:
+    """Per kind that ``SOAK_MEMPROBE`` names, the environment that loads the memory probe
+    and where it writes (``memprobe-<kind>.jsonl``; a restarted process appends)."""
+    path = os.pathsep.join(p for p in (str(MEMPROBE), os.environ.get("PYTHONPATH", "")) if p)
+    return {
+        kind: {
+            "PYTHONPATH": path,
+            "MEMPROBE_OUT": str(out_dir / f"memprobe-{kind}.jsonl"),
+            "MEMPROBE_EVERY": str(knobs.memprobe_every),
+            "MEMPROBE_FRAMES": str(knobs.memprobe_frames),
+        }
+        for kind in knobs.memprobe
+    }
 
 
 @dataclass
@@ -62,13 +82,19 @@ class Rig:
     faults: list[Fault] = field(default_factory=list)
     _broker: int = 0  # the next broker to restart (they take turns)
 
-    async def start_pipeline(self, **extra: str) -> None:
-        relay = {
+    async def start_pipeline(
+        self, per_kind: dict[str, dict[str, str]] | None = None, **extra: str
+    ) -> None:
+        """Every kind of :data:`PIPELINE` with ``extra`` in its environment, plus its own
+        ``per_kind`` entries (a restart keeps both: ``Pipeline.restart``)."""
+        per_kind = dict(per_kind or {})
+        per_kind["relay"] = {
+            **per_kind.get("relay", {}),
             "INGEST_RELAY_INSTANCE": f"soak-{self.pipe.tag}",
             "INGEST_RELAY_PROGRESS_TOPIC": f"progress-{self.pipe.tag}",
         }
         for kind in PIPELINE:
-            env = {**extra, **(relay if kind == "relay" else {})}
+            env = {**extra, **per_kind.get(kind, {})}
             self.current[kind] = await self.pipe.spawn(kind, metrics=True, **env)
 
     def alive(self) -> None:

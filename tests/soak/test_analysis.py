@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from tests.soak import knobs, rig
@@ -97,3 +99,13 @@ def test_knobs_defaults_follow_the_length_of_the_run() -> None:
     assert short.first_fault == 60
     with pytest.raises(ValueError, match="SOAK_MINUTES"):
         knobs.load({"SOAK_MINUTES": "0"})
+
+
+def test_the_memory_probe_is_for_the_kinds_named(tmp_path) -> None:
+    k = knobs.load({"SOAK_MEMPROBE": "worker, router", "SOAK_MEMPROBE_FRAMES": "4"})
+    env = rig.memprobe_env(k, tmp_path)
+    assert sorted(env) == ["router", "worker"]
+    assert env["worker"]["PYTHONPATH"].split(os.pathsep)[0] == str(rig.MEMPROBE)
+    assert env["worker"]["MEMPROBE_OUT"] == str(tmp_path / "memprobe-worker.jsonl")
+    assert env["worker"]["MEMPROBE_FRAMES"] == "4"
+    assert rig.memprobe_env(knobs.load({}), tmp_path) == {}

@@ -27,7 +27,7 @@ from scheduler import sync
 from schemas import ids
 from tests.faults import harness as h
 from tests.soak import analysis, knobs, report, workload
-from tests.soak.rig import FAULTS, ROTATION, Rig
+from tests.soak.rig import FAULTS, ROTATION, Rig, memprobe_env
 from tests.soak.sampler import TEST_APP, Sampler
 from tests.support import kafka
 from tests.support.outbox import read_committed
@@ -136,7 +136,7 @@ async def test_soak(kafka_cluster, cluster_topics, fault, monkeypatch, tmp_path)
         kafka_proxies,
         KNOBS.toxic_seconds,
     )
-    await rig.start_pipeline(TEMPORAL_NAMESPACE="default")
+    await rig.start_pipeline(memprobe_env(KNOBS, tmp_path), TEMPORAL_NAMESPACE="default")
     for child in rig.current.values():
         await eventually(child.ready, 120, f"the {child.kind} to be ready")
     summary["setup_s"] = round(time.monotonic() - t_begin)
