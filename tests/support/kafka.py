@@ -232,6 +232,12 @@ async def read_until(bootstrap: str, topic: str, expect: int, timeout: float = 3
         auto_offset_reset="earliest",
         enable_auto_commit=False,
     )
+    return await collect(consumer, expect, timeout)
+
+
+async def collect(consumer: AIOKafkaConsumer, expect: int, timeout: float) -> list[Any]:
+    """Start ``consumer``, read until ``expect`` messages arrived (or ``timeout``), then
+    one more fetch (a message beyond ``expect`` shows too); stop it."""
     await consumer.start()
     got: list[Any] = []
     deadline = time.monotonic() + timeout

@@ -12,81 +12,20 @@ starts nothing again.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import json
-import signal
-import sys
 import time
 import uuid
-from collections.abc import AsyncIterator
+from functools import partial
 from pathlib import Path
 
 import asyncpg
-from aiokafka import AIOKafkaConsumer
 
-from pipeline import db, kafka
+from pipeline import db
 from pipeline.clients import ensure_topics
-from pipeline.settings import KafkaSettings
+from tests.integration.secure import event_path as ep
 from tests.integration.secure.conftest import SecureStack
 from tests.support import ROOT, wait
 from tests.support import db as seed
 from tests.support.process import clean_env
-
-
-async def _publish(cfg: KafkaSettings, topic: str, value: bytes) -> None:
-    producer = kafka.producer(cfg)
-    await producer.start()
-    try:
-        await producer.send_and_wait(topic, value)
-    finally:
-        await producer.stop()
-
-
-async def _read_committed(cfg: KafkaSettings, topic: str, expect: int) -> list[object]:
-    consumer: AIOKafkaConsumer = kafka.consumer(
-        cfg, topic, group_id=f"reader-{uuid.uuid4()}", isolation_level="read_committed"
-    )
-    await consumer.start()
-    got: list[object] = []
-    try:
-        deadline = time.monotonic() + 60
-        while len(got) < expect and time.monotonic() < deadline:
-            for msgs in (await consumer.getmany(timeout_ms=500)).values():
-                got.extend(msgs)
-        for msgs in (await consumer.getmany(timeout_ms=1000)).values():
-            got.extend(msgs)  # one idle fetch more: a record beyond them shows too
-    finally:
-        await consumer.stop()
-    return got
-
-
-@contextlib.asynccontextmanager
-async def _processes(
-    specs: dict[str, dict[str, str]], logs: Path
-) -> AsyncIterator[dict[str, asyncio.subprocess.Process]]:
-    """``ingest KIND`` for each KIND -> environment; SIGTERM at the end, each must exit 0."""
-    procs = {}
-    for kind, env in specs.items():
-        out = (logs / f"{kind}.log").open("ab")
-        procs[kind] = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "app.cli", kind, cwd=ROOT, env=env, stdout=out, stderr=out
-        )
-    try:
-        yield procs
-    finally:
-        for p in procs.values():
-            if p.returncode is None:
-                p.send_signal(signal.SIGTERM)
-        codes = {k: await asyncio.wait_for(p.wait(), 60) for k, p in procs.items()}
-    assert codes == {k: 0 for k in procs}, (codes, _tails(logs))
-
-
-def _tails(logs: Path) -> str:
-    return "\n".join(
-        f"--- {p.name}\n" + "\n".join(p.read_text(errors="replace").splitlines()[-15:])
-        for p in sorted(logs.glob("*.log"))
-    )
 
 
 async def test_event_path_on_secured_servers(
@@ -104,8 +43,8 @@ async def test_event_path_on_secured_servers(
         etype = f"order.secured.{tag}"
         emit = {"type": "emit", "config": {"topic": out}, "idempotency_key": "x:{data.order_id}"}
         await seed.seed_activity(pool, etype, tasks=[emit])
-        await _publish(scram, raw, seed.event(etype, f"scram-{tag}", order_id=f"s-{tag}"))
-        await _publish(mtls, raw, seed.event(etype, f"mtls-{tag}", order_id=f"m-{tag}"))
+        await ep.publish(scram, raw, seed.event(etype, f"scram-{tag}", order_id=f"s-{tag}"))
+        await ep.publish(mtls, raw, seed.event(etype, f"mtls-{tag}", order_id=f"m-{tag}"))
 
         topics = {"KAFKA_RAW_TOPIC": raw, "KAFKA_EVENTS_TOPIC": events, "KAFKA_DLQ_TOPIC": dlq}
         common = {
@@ -116,35 +55,11 @@ async def test_event_path_on_secured_servers(
             "INGEST_METRICS_PORT": "0",
             "PYTHONPATH": str(ROOT),
         }
-        instance = f"sec-{tag}"
-        specs = {
-            "ingress": clean_env(
-                **common, **secure_stack.kafka_env("SCRAM"), INGEST_INGRESS_GROUP=f"ing-{tag}"
-            ),
-            "router": clean_env(
-                **common, **secure_stack.kafka_env("OAUTH"), INGEST_ROUTER_GROUP=f"rt-{tag}"
-            ),
-            "worker": clean_env(**common, **secure_stack.kafka_env("MTLS")),
-            "relay": clean_env(
-                **common,
-                **secure_stack.kafka_env("MTLS"),
-                INGEST_RELAY_INSTANCE=instance,
-                INGEST_RELAY_PROGRESS_TOPIC=f"progress-{instance}",
-                INGEST_RELAY_POLL_INTERVAL_MS="50",
-            ),
-        }
-        async with _processes(specs, tmp_path) as procs:
-
-            async def both_runs_succeeded() -> bool:
-                dead = [k for k, p in procs.items() if p.returncode is not None]
-                assert not dead, f"{dead} exited\n{_tails(tmp_path)}"
-                n = await pool.fetchval(
-                    "SELECT count(*) FROM activity_runs WHERE status = 'succeeded'"
-                )
-                return n == 2
-
-            await wait.eventually(both_runs_succeeded, 120, "both runs to succeed")
-            emitted = await _read_committed(secure_stack.kafka("OAUTH"), out, 2)
+        specs = ep.pipeline_specs(secure_stack, common, tag, f"sec-{tag}")
+        async with ep.processes(specs, tmp_path) as procs:
+            both = partial(ep.succeeded, pool, procs, tmp_path, 2)
+            await wait.eventually(both, 120, "both runs to succeed")
+            emitted = await ep.read_committed(secure_stack.kafka("OAUTH"), out, 2)
 
         runs = await pool.fetch("SELECT event_id, status FROM activity_runs ORDER BY event_id")
         assert [(r["event_id"], r["status"]) for r in runs] == [
@@ -156,25 +71,10 @@ async def test_event_path_on_secured_servers(
             for r in await pool.fetch("SELECT id FROM task_instances WHERE task_type = 'emit'")
         }
         assert len(emit_ids) == 2
-        assert sorted(m.key.decode() for m in emitted) == sorted(emit_ids)  # type: ignore[attr-defined]
+        assert sorted(m.key.decode() for m in emitted) == sorted(emit_ids)
 
         # `ingest replay` over SASL_SSL: it reads the events topic and starts nothing again.
-        replay = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "app.cli",
-            "replay",
-            "--from-offset",
-            "0",
-            "--json",
-            cwd=ROOT,
-            env=clean_env(**common, **secure_stack.kafka_env("SCRAM")),
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-        )
-        stdout, stderr = await asyncio.wait_for(replay.communicate(), 120)
-        assert replay.returncode == 0, stderr.decode()[-2000:]
-        report = json.loads(stdout.decode().strip().splitlines()[-1])
+        report = await ep.replay(clean_env(**common, **secure_stack.kafka_env("SCRAM")))
         assert (report["read"], report["started"]) == (2, 0), report
         assert await pool.fetchval("SELECT count(*) FROM activity_runs") == 2
     finally:

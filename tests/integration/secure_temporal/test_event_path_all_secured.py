@@ -15,10 +15,9 @@ replay`` starts nothing again, and each process exits 0 on SIGTERM.
 from __future__ import annotations
 
 import asyncio
-import json
-import sys
 import time
 import uuid
+from functools import partial
 from pathlib import Path
 
 import httpx
@@ -28,13 +27,8 @@ from devstack.temporal_server import TemporalServer
 
 from pipeline import db
 from pipeline.clients import ensure_topics, temporal_client
+from tests.integration.secure import event_path as ep
 from tests.integration.secure.conftest import SecureStack
-from tests.integration.secure.test_event_path_secured import (
-    _processes,
-    _publish,
-    _read_committed,
-    _tails,
-)
 from tests.support import ROOT, wait
 from tests.support import db as seed
 from tests.support.net import free_port
@@ -47,7 +41,7 @@ pytestmark = [pytest.mark.server_only, pytest.mark.temporal_server]
 async def _ops_ready(base: str, proc: asyncio.subprocess.Process, logs: Path) -> None:
     async with asyncio.timeout(60), httpx.AsyncClient(base_url=base, timeout=5) as http:
         while True:
-            assert proc.returncode is None, f"ops exited {proc.returncode}\n{_tails(logs)}"
+            assert proc.returncode is None, f"ops exited {proc.returncode}\n{ep.tails(logs)}"
             try:
                 if (await http.get("/healthz")).status_code == 200:
                     return
@@ -84,7 +78,7 @@ async def test_event_path_with_kafka_postgres_and_temporal_secured(
         etype = f"order.allsecured.{tag}"
         emit = {"type": "emit", "config": {"topic": out}, "idempotency_key": "x:{data.order_id}"}
         await seed.seed_activity(pool, etype, tasks=[emit])
-        await _publish(scram, raw, seed.event(etype, f"allsec-{tag}", order_id=f"a-{tag}"))
+        await ep.publish(scram, raw, seed.event(etype, f"allsec-{tag}", order_id=f"a-{tag}"))
 
         common = {
             "KAFKA_RAW_TOPIC": raw,
@@ -96,41 +90,17 @@ async def test_event_path_with_kafka_postgres_and_temporal_secured(
             "INGEST_METRICS_PORT": "0",
             "PYTHONPATH": str(ROOT),
         }
-        instance = f"allsec-{tag}"
-        specs = {
-            "ingress": clean_env(
-                **common, **secure_stack.kafka_env("SCRAM"), INGEST_INGRESS_GROUP=f"ing-{tag}"
-            ),
-            "router": clean_env(
-                **common, **secure_stack.kafka_env("OAUTH"), INGEST_ROUTER_GROUP=f"rt-{tag}"
-            ),
-            "worker": clean_env(**common, **secure_stack.kafka_env("MTLS")),
-            "relay": clean_env(
-                **common,
-                **secure_stack.kafka_env("MTLS"),
-                INGEST_RELAY_INSTANCE=instance,
-                INGEST_RELAY_PROGRESS_TOPIC=f"progress-{instance}",
-                INGEST_RELAY_POLL_INTERVAL_MS="50",
-            ),
-            "ops": clean_env(
-                **common,
-                **secure_stack.kafka_env("SCRAM"),
-                INGEST_OPS_TOKEN=token,
-                INGEST_OPS_PORT=str(ops_port),
-            ),
-        }
-        async with _processes(specs, tmp_path) as procs:
-
-            async def run_succeeded() -> bool:
-                dead = [k for k, p in procs.items() if p.returncode is not None]
-                assert not dead, f"{dead} exited\n{_tails(tmp_path)}"
-                n = await pool.fetchval(
-                    "SELECT count(*) FROM activity_runs WHERE status = 'succeeded'"
-                )
-                return n == 1
-
-            await wait.eventually(run_succeeded, 90, "the run to succeed")
-            emitted = await _read_committed(secure_stack.kafka("OAUTH"), out, 1)
+        specs = ep.pipeline_specs(secure_stack, common, tag, f"allsec-{tag}")
+        specs["ops"] = clean_env(
+            **common,
+            **secure_stack.kafka_env("SCRAM"),
+            INGEST_OPS_TOKEN=token,
+            INGEST_OPS_PORT=str(ops_port),
+        )
+        async with ep.processes(specs, tmp_path) as procs:
+            one = partial(ep.succeeded, pool, procs, tmp_path, 1)
+            await wait.eventually(one, 90, "the run to succeed")
+            emitted = await ep.read_committed(secure_stack.kafka("OAUTH"), out, 1)
 
             run = await pool.fetchrow("SELECT run_id, workflow_id, event_id FROM activity_runs")
             assert run is not None and run["event_id"] == f"allsec-{tag}"
@@ -165,17 +135,10 @@ async def test_event_path_with_kafka_postgres_and_temporal_secured(
             for r in await pool.fetch("SELECT id FROM task_instances WHERE task_type = 'emit'")
         ]
         assert len(emit_ids) == 1
-        assert [m.key.decode() for m in emitted] == emit_ids  # type: ignore[attr-defined]
+        assert [m.key.decode() for m in emitted] == emit_ids
 
         # `ingest replay` over SASL_SSL and the secured Temporal: it starts nothing again.
-        replay = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "app.cli", "replay", "--from-offset", "0", "--json",
-            cwd=ROOT, env=clean_env(**common, **secure_stack.kafka_env("SCRAM")),
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-        )  # fmt: skip
-        stdout, stderr = await asyncio.wait_for(replay.communicate(), 120)
-        assert replay.returncode == 0, stderr.decode()[-2000:]
-        report = json.loads(stdout.decode().strip().splitlines()[-1])
+        report = await ep.replay(clean_env(**common, **secure_stack.kafka_env("SCRAM")))
         assert (report["read"], report["started"]) == (1, 0), report
         assert await pool.fetchval("SELECT count(*) FROM activity_runs") == 1
     finally:
