@@ -2,7 +2,9 @@
 
 * Settings and plumbing: :mod:`pipeline.settings`, :mod:`pipeline.logs`,
   :mod:`pipeline.metrics` (the shared metrics and the helpers every feature's own
-  metrics use), :mod:`pipeline.runtime` (signals, health and metrics HTTP).
+  metrics use), :mod:`pipeline.runtime` (signals, health and metrics HTTP),
+  :mod:`pipeline.memory` (glibc's ``malloc_trim`` on a timer: a heap's free pages back to
+  the system after a backlog).
 * Clients: :mod:`pipeline.clients` (Kafka, Temporal, PostgreSQL), :mod:`pipeline.kafka`
   (aiokafka clients, DLQ headers, the retriable test), :mod:`pipeline.kafka_oauth` (SASL
   OAUTHBEARER token providers), :mod:`pipeline.db` (pools, migrations, DSN redaction).

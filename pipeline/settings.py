@@ -484,6 +484,9 @@ class ProcessSettings(BaseSettings):
     # OpenTelemetry traces (pipeline/tracing.py, docs/tracing.md); the standard OTEL_*
     # variables configure the exporter, service name, sampler and resource.
     tracing: bool = False
+    # Seconds between calls of glibc's malloc_trim, which gives the heap's free pages back
+    # after a backlog drains (pipeline/memory.py; docs/soak.md); 0 = never.
+    malloc_trim_seconds: float = Field(60.0, ge=0)
 
 
 class Settings(BaseSettings):

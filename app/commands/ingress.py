@@ -9,7 +9,7 @@ import sys
 
 from app.command import Command
 from app.flags import add_flags, overrides
-from pipeline import logs, settings, tracing
+from pipeline import logs, memory, settings, tracing
 from pipeline.clients import MissingTopics, Unreachable, check_kafka
 from pipeline.runtime import Shutdown
 
@@ -42,6 +42,7 @@ async def _main(args: argparse.Namespace) -> int:
     )
     logs.setup(cfg.process.log_level, cfg.process.log_format, "ingress")
     tracing.setup(cfg.process.tracing, "ingress")
+    memory.setup(cfg.process.malloc_trim_seconds, "ingress")
     # aiokafka logs each failed connection attempt; at start-up one line that
     # names the setting to fix says it better.
     kafka_log = logging.getLogger("aiokafka")

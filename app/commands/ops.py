@@ -9,7 +9,7 @@ import sys
 
 from app.command import Command
 from app.flags import add_flags, overrides
-from pipeline import logs, settings, tracing
+from pipeline import logs, memory, settings, tracing
 from pipeline.clients import Unreachable
 from pipeline.runtime import Shutdown
 
@@ -79,6 +79,7 @@ def _run(args: argparse.Namespace) -> int:
         ops = ops.model_copy(update={"token": SecretStr(console_token)})
     logs.setup(cfg.process.log_level, cfg.process.log_format, "ops")
     tracing.setup(cfg.process.tracing, "ops")
+    memory.setup(cfg.process.malloc_trim_seconds, "ops")
     try:
         return asyncio.run(_main(cfg, ops, console_token))
     except Unreachable as exc:

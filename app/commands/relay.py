@@ -8,7 +8,7 @@ import logging
 
 from app.command import Command
 from app.flags import add_flags, overrides
-from pipeline import logs, settings, tracing
+from pipeline import logs, memory, settings, tracing
 from pipeline.runtime import Shutdown, serve_http
 from relay.settings import RelaySettings, load_relay_settings
 
@@ -43,6 +43,7 @@ def _run(args: argparse.Namespace) -> int:
     )
     logs.setup(cfg.process.log_level, cfg.process.log_format, "relay")
     tracing.setup(cfg.process.tracing, "relay")
+    memory.setup(cfg.process.malloc_trim_seconds, "relay")
     return asyncio.run(run_relay(cfg, rcfg))
 
 

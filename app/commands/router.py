@@ -8,7 +8,7 @@ import logging
 
 from app.command import Command
 from app.flags import add_flags, overrides
-from pipeline import kafka, logs, settings, tracing
+from pipeline import kafka, logs, memory, settings, tracing
 from pipeline.clients import Unreachable, routing_clients
 from pipeline.runtime import Shutdown, serve_http
 from router.settings import RouterSettings, load_router_settings
@@ -57,6 +57,7 @@ def _run(args: argparse.Namespace) -> int:
     )
     logs.setup(cfg.process.log_level, cfg.process.log_format, "router")
     tracing.setup(cfg.process.tracing, "router")
+    memory.setup(cfg.process.malloc_trim_seconds, "router")
     return asyncio.run(run_router(cfg, rcfg))
 
 

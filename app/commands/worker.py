@@ -7,7 +7,7 @@ import asyncio
 
 from app.command import Command
 from app.flags import add_flags, overrides
-from pipeline import logs, settings, tracing
+from pipeline import logs, memory, settings, tracing
 from pipeline.clients import Unreachable
 from pipeline.runtime import Shutdown
 
@@ -53,6 +53,7 @@ def _run(args: argparse.Namespace) -> int:
     load_registry(wcfg.task_handlers)  # fail fast (ConfigError, exit 2) on a bad handler list
     logs.setup(cfg.process.log_level, cfg.process.log_format, "worker")
     tracing.setup(cfg.process.tracing, "worker")
+    memory.setup(cfg.process.malloc_trim_seconds, "worker")
     try:
         return asyncio.run(_main(cfg, wcfg))
     except Unreachable as exc:

@@ -126,22 +126,27 @@ def _slope(points: Sequence[tuple[float, float]]) -> float:
 
 
 def rss_growth(
-    samples: Sequence[Sample], after: float, min_span: float = 120
+    samples: Sequence[Sample], after: float, min_span: float = 120, settle: float = 0.0
 ) -> dict[str, dict[str, Any]]:
-    """Per process kind, the RSS growth after ``after`` (the first window: start-up and
-    warm-up excluded) of its longest-lived process (a killed one is replaced by a new pid):
-    ``mb_per_h`` (least-squares slope), ``growth_mb`` (last minus first sample) and
-    ``span_min``. A kind whose longest life after ``after`` is under ``min_span`` s gets
-    ``mb_per_h`` None (too short to say)."""
+    """Per process kind, the RSS growth of its longest-lived process: ``mb_per_h``
+    (least-squares slope), ``growth_mb`` (last minus first sample) and ``span_min``, from
+    ``after`` (the run's first window: start-up and warm-up excluded) or, for a process
+    started later (a killed one's successor), from ``settle`` s after its first sample (its
+    own first window: a new process warms up as the first one did). ``mb_per_h_unsettled``
+    is the slope without that second exclusion, as the figure was computed before
+    2026-12-06. A kind whose longest life is under ``min_span`` s gets ``mb_per_h`` None
+    (too short to say)."""
+    born: dict[int, float] = {}  # pid -> its first sample, whenever it was
     series: dict[tuple[str, int], list[tuple[float, float]]] = {}
     for s in samples:
-        if s.t < after:
-            continue
         for kind, p in s.procs.items():
-            series.setdefault((kind, p.pid), []).append((s.t, p.rss / MB))
+            born.setdefault(p.pid, s.t)
+            if s.t >= after:
+                series.setdefault((kind, p.pid), []).append((s.t, p.rss / MB))
     out: dict[str, dict[str, Any]] = {}
-    for (kind, pid), pts in series.items():
-        span = pts[-1][0] - pts[0][0]
+    for (kind, pid), every in series.items():
+        pts = [(t, mb) for t, mb in every if t >= born[pid] + settle]
+        span = pts[-1][0] - pts[0][0] if pts else 0.0
         if kind in out and out[kind]["span_s"] >= span:
             continue
         long_enough = span >= min_span and len(pts) >= 3
@@ -149,9 +154,10 @@ def rss_growth(
             "pid": pid,
             "span_s": span,
             "span_min": round(span / 60, 1),
-            "growth_mb": round(pts[-1][1] - pts[0][1], 1),
+            "growth_mb": round(pts[-1][1] - pts[0][1], 1) if pts else None,
             "mb_per_h": round(_slope(pts) * 3600, 1) if long_enough else None,
-            "rss_mb": round(pts[-1][1], 1),
+            "mb_per_h_unsettled": round(_slope(every) * 3600, 1) if len(every) >= 3 else None,
+            "rss_mb": round(every[-1][1], 1),
         }
     return out
 

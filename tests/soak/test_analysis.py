@@ -109,3 +109,24 @@ def test_the_memory_probe_is_for_the_kinds_named(tmp_path) -> None:
     assert env["worker"]["MEMPROBE_OUT"] == str(tmp_path / "memprobe-worker.jsonl")
     assert env["worker"]["MEMPROBE_FRAMES"] == "4"
     assert rig.memprobe_env(knobs.load({}), tmp_path) == {}
+
+
+def test_rss_growth_lets_a_successor_settle_for_its_own_first_window() -> None:
+    # pid 1 flat at 100 MB until 1800 s; pid 2 from 1800 s: +30 MB in its first 5 minutes
+    # (warming up), flat after.
+    samples = [
+        Sample(
+            float(t),
+            {"worker": ProcSample(1, 100 * MB, 10)}
+            if t < 1800
+            else {"worker": ProcSample(2, (100 + min(30, (t - 1800) // 10)) * MB, 10)},
+        )
+        for t in range(0, 3600 * 2, 60)
+    ]
+    got = rss_growth(samples, after=300, settle=300)["worker"]
+    assert got["pid"] == 2
+    assert got["mb_per_h"] == pytest.approx(0, abs=0.1)  # flat once settled
+    assert got["mb_per_h_unsettled"] > 1  # its warm-up counted
+    # The first process's own first window is the run's: settle counts from its birth.
+    first = rss_growth(samples[:30], after=300, settle=300)["worker"]
+    assert (first["pid"], first["span_min"]) == (1, 24.0)

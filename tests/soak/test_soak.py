@@ -249,7 +249,7 @@ async def test_soak(kafka_cluster, cluster_topics, fault, monkeypatch, tmp_path)
     # --- figures (recorded before any assert) ----------------------------------------
     samples = sampler.samples
     windows = analysis.windows(t0, t_end, KNOBS.window, runs, samples, rig.faults)
-    growth = analysis.rss_growth(samples, after=t0 + KNOBS.window)
+    growth = analysis.rss_growth(samples, after=t0 + KNOBS.window, settle=KNOBS.window)
     points = [
         (r.produced, r.started - r.produced)
         for r in runs
@@ -319,7 +319,7 @@ async def test_soak(kafka_cluster, cluster_topics, fault, monkeypatch, tmp_path)
     report.TABLE.extend(
         report.table(
             [{"process": k, **v} for k, v in sorted(growth.items())],
-            ("process", "pid", "span_min", "rss_mb", "growth_mb", "mb_per_h"),
+            ("process", "pid", "span_min", "rss_mb", "growth_mb", "mb_per_h", "mb_per_h_unsettled"),
         )
     )
     report.TABLE.append("")
