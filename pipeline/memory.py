@@ -24,7 +24,9 @@ import ctypes
 import logging
 import os
 import threading
+import time
 from collections.abc import Callable
+from functools import cache
 
 from prometheus_client import Counter
 
@@ -37,8 +39,9 @@ TRIMMED = Counter(
 _PAGE = os.sysconf("SC_PAGE_SIZE")
 
 
+@cache
 def _libc_trim() -> Callable[[int], int] | None:
-    """glibc's ``malloc_trim``, or None when this C library has none."""
+    """glibc's ``malloc_trim``, or None when this C library has none (looked up once)."""
     try:
         fn = ctypes.CDLL(None).malloc_trim
     except (AttributeError, OSError):
@@ -74,10 +77,10 @@ def setup(seconds: float, process: str) -> threading.Thread | None:
     if _libc_trim() is None:
         log.info("%s: no malloc_trim in this C library: nothing to trim", process)
         return None
-    stop = threading.Event()
 
     def loop() -> None:
-        while not stop.wait(seconds):
+        while True:
+            time.sleep(seconds)
             try:
                 trim()
             except OSError as exc:  # /proc unreadable: say so once, stop trying

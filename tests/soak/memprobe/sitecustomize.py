@@ -33,8 +33,6 @@ import time
 import tracemalloc
 from typing import Any
 
-PAGE = os.sysconf("SC_PAGE_SIZE")
-
 
 class _Mallinfo2(ctypes.Structure):
     _fields_ = [
@@ -44,11 +42,6 @@ class _Mallinfo2(ctypes.Structure):
             "uordblks", "fordblks", "keepcost",
         )
     ]  # fmt: skip
-
-
-def _rss() -> int:
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * PAGE
 
 
 def _malloc() -> dict[str, int]:
@@ -104,7 +97,9 @@ class _Probe:
             tracemalloc.start(frames)
 
     def line(self) -> dict[str, Any]:
-        row: dict[str, Any] = {"t": time.time(), "pid": os.getpid(), "rss": _rss()}
+        from pipeline.memory import rss  # the project's own reading (imported on use)
+
+        row: dict[str, Any] = {"t": time.time(), "pid": os.getpid(), "rss": rss()}
         row.update(_pymalloc())
         row.update(_malloc())
         row["objects"] = _objects()
