@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import Field
+from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from pipeline.settings import build
+from pipeline.settings import SettingConflict, build
 from workers.handlers.webhook_secrets import SecretSource
 
 
@@ -22,6 +22,11 @@ class WorkerSettings(BaseSettings):
 
     max_concurrent_activities: int = Field(100, ge=1)
     max_concurrent_workflow_tasks: int = Field(100, ge=2)
+    # Workflows kept in memory between their tasks (the SDK's sticky cache; 0 = none, every
+    # task replays its history). It bounds the worker's memory under a backlog: each cached
+    # run holds about 30 KB, and glibc and pymalloc keep a peak's pages afterwards
+    # (docs/soak.md). At least max_concurrent_workflow_tasks, as the SDK requires.
+    max_cached_workflows: int = Field(1000, ge=0)
     # Concurrent workflow-task polls, and the share of them on the task queue's normal
     # partition, where the first task of every new workflow waits (the rest poll this
     # worker's sticky queue). The SDK's 5 and 0.2 leave one poller for every new run
@@ -48,6 +53,17 @@ class WorkerSettings(BaseSettings):
     # prefix ("" allows any, DATABASE_URL included); headers_from_file names files in the dir.
     webhook_secret_env_prefix: str = "WEBHOOK_"
     webhook_secrets_dir: Path = Path("/run/secrets")
+
+    @model_validator(mode="after")
+    def _cache_holds_every_task(self) -> WorkerSettings:
+        if 0 < self.max_cached_workflows < self.max_concurrent_workflow_tasks:
+            raise SettingConflict(
+                "INGEST_MAX_CACHED_WORKFLOWS",
+                f"{self.max_cached_workflows} is below INGEST_MAX_CONCURRENT_WORKFLOW_TASKS "
+                f"({self.max_concurrent_workflow_tasks}); the SDK needs a cached workflow for "
+                "every concurrent task (or 0: no cache)",
+            )
+        return self
 
     def webhook_secrets(self) -> SecretSource:
         """Where the worker's webhook tasks resolve their secret references."""

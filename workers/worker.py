@@ -68,6 +68,7 @@ def build_worker(
             direct_contexts=worker_cfg.sandbox_direct_contexts,
         ),
         max_concurrent_activities=worker_cfg.max_concurrent_activities,
+        max_cached_workflows=worker_cfg.max_cached_workflows,
         max_concurrent_workflow_tasks=worker_cfg.max_concurrent_workflow_tasks,
         workflow_task_poller_behavior=PollerBehaviorSimpleMaximum(worker_cfg.workflow_task_pollers),
         nonsticky_to_sticky_poll_ratio=worker_cfg.nonsticky_poll_ratio,

@@ -14,6 +14,8 @@
   memory is broken down every ``SOAK_MEMPROBE_EVERY`` s (30) into ``memprobe-<kind>.jsonl``
   (``tests/soak/memprobe/sitecustomize.py``); ``SOAK_MEMPROBE_FRAMES`` > 0 also traces
   allocations with that many frames (slower, and it adds memory of its own).
+* ``SOAK_PIPELINE_ENV``: ``NAME=value`` pairs, comma-separated, in the environment of every
+  pipeline process (``INGEST_MAX_CACHED_WORKFLOWS=250``): a setting tried under the soak.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ class Knobs:
     memprobe: tuple[str, ...] = ()
     memprobe_every: float = 30.0
     memprobe_frames: int = 0
+    pipeline_env: tuple[tuple[str, str], ...] = ()
 
     @property
     def seconds(self) -> float:
@@ -72,6 +75,16 @@ def _names(env: dict[str, str], name: str) -> tuple[str, ...]:
     return tuple(f.strip() for f in env.get(name, "").split(",") if f.strip())
 
 
+def _pairs(env: dict[str, str], name: str) -> tuple[tuple[str, str], ...]:
+    pairs = []
+    for item in _names(env, name):
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"{name}: {item!r} is not NAME=value")
+        pairs.append((key.strip(), value.strip()))
+    return tuple(pairs)
+
+
 def load(env: dict[str, str] | None = None) -> Knobs:
     env = dict(os.environ) if env is None else env
     minutes = _float(env, "SOAK_MINUTES", 60.0)
@@ -87,4 +100,5 @@ def load(env: dict[str, str] | None = None) -> Knobs:
         memprobe=_names(env, "SOAK_MEMPROBE"),
         memprobe_every=_float(env, "SOAK_MEMPROBE_EVERY", 30.0),
         memprobe_frames=int(env.get("SOAK_MEMPROBE_FRAMES", "").strip() or 0),
+        pipeline_env=_pairs(env, "SOAK_PIPELINE_ENV"),
     )

@@ -111,6 +111,13 @@ def test_the_memory_probe_is_for_the_kinds_named(tmp_path) -> None:
     assert rig.memprobe_env(knobs.load({}), tmp_path) == {}
 
 
+def test_the_pipeline_env_knob_reads_name_value_pairs() -> None:
+    k = knobs.load({"SOAK_PIPELINE_ENV": "INGEST_MAX_CACHED_WORKFLOWS=250, A=b=c"})
+    assert k.pipeline_env == (("INGEST_MAX_CACHED_WORKFLOWS", "250"), ("A", "b=c"))
+    with pytest.raises(ValueError, match="SOAK_PIPELINE_ENV"):
+        knobs.load({"SOAK_PIPELINE_ENV": "INGEST_MAX_CACHED_WORKFLOWS"})
+
+
 def test_rss_growth_lets_a_successor_settle_for_its_own_first_window() -> None:
     # pid 1 flat at 100 MB until 1800 s; pid 2 from 1800 s: +30 MB in its first 5 minutes
     # (warming up), flat after.

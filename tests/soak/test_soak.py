@@ -136,7 +136,9 @@ async def test_soak(kafka_cluster, cluster_topics, fault, monkeypatch, tmp_path)
         kafka_proxies,
         KNOBS.toxic_seconds,
     )
-    await rig.start_pipeline(memprobe_env(KNOBS, tmp_path), TEMPORAL_NAMESPACE="default")
+    await rig.start_pipeline(
+        memprobe_env(KNOBS, tmp_path), **dict(KNOBS.pipeline_env), TEMPORAL_NAMESPACE="default"
+    )
     for child in rig.current.values():
         await eventually(child.ready, 120, f"the {child.kind} to be ready")
     summary["setup_s"] = round(time.monotonic() - t_begin)

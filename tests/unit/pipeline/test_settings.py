@@ -104,3 +104,18 @@ def test_compression_without_its_codec_library_names_the_variable(monkeypatch):
     monkeypatch.setenv("KAFKA_COMPRESSION_TYPE", "zstd")
     with pytest.raises(settings.ConfigError, match=r"KAFKA_COMPRESSION_TYPE.*aiokafka\[lz4"):
         settings.load_settings()
+
+
+def test_a_workflow_cache_smaller_than_the_task_slots_names_the_variable(monkeypatch):
+    from workers.settings import load_worker_settings
+
+    monkeypatch.setenv("INGEST_MAX_CONCURRENT_WORKFLOW_TASKS", "100")
+    monkeypatch.setenv("INGEST_MAX_CACHED_WORKFLOWS", "50")
+    with pytest.raises(
+        settings.ConfigError, match=r"^invalid setting INGEST_MAX_CACHED_WORKFLOWS: 50 is below"
+    ):
+        load_worker_settings()
+    monkeypatch.setenv("INGEST_MAX_CACHED_WORKFLOWS", "0")  # no cache at all: allowed
+    assert load_worker_settings().max_cached_workflows == 0
+    monkeypatch.setenv("INGEST_MAX_CACHED_WORKFLOWS", "100")
+    assert load_worker_settings().max_cached_workflows == 100
