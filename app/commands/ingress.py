@@ -7,9 +7,10 @@ import asyncio
 import logging
 import sys
 
+from app import process_setup
 from app.command import Command
 from app.flags import add_flags, overrides
-from pipeline import logs, memory, settings, tracing
+from pipeline import settings
 from pipeline.clients import MissingTopics, Unreachable, check_kafka
 from pipeline.runtime import Shutdown
 
@@ -40,9 +41,7 @@ async def _main(args: argparse.Namespace) -> int:
         transactional=args.transactional,
         transaction_records=args.transaction_records,
     )
-    logs.setup(cfg.process.log_level, cfg.process.log_format, "ingress")
-    tracing.setup(cfg.process.tracing, "ingress")
-    memory.setup(cfg.process.malloc_trim_seconds, "ingress")
+    process_setup.setup(cfg, "ingress")
     # aiokafka logs each failed connection attempt; at start-up one line that
     # names the setting to fix says it better.
     kafka_log = logging.getLogger("aiokafka")

@@ -7,9 +7,10 @@ import asyncio
 import os
 import sys
 
+from app import process_setup
 from app.command import Command
 from app.flags import add_flags, overrides
-from pipeline import logs, memory, settings, tracing
+from pipeline import settings
 from pipeline.clients import Unreachable
 from pipeline.runtime import Shutdown
 
@@ -77,9 +78,7 @@ def _run(args: argparse.Namespace) -> int:
     if args.insecure_local and ops.token is None:  # no mode without a secret
         console_token = new_local_token()
         ops = ops.model_copy(update={"token": SecretStr(console_token)})
-    logs.setup(cfg.process.log_level, cfg.process.log_format, "ops")
-    tracing.setup(cfg.process.tracing, "ops")
-    memory.setup(cfg.process.malloc_trim_seconds, "ops")
+    process_setup.setup(cfg, "ops")
     try:
         return asyncio.run(_main(cfg, ops, console_token))
     except Unreachable as exc:

@@ -6,9 +6,10 @@ import argparse
 import asyncio
 import logging
 
+from app import process_setup
 from app.command import Command
 from app.flags import add_flags, overrides
-from pipeline import logs, memory, settings, tracing
+from pipeline import settings
 from pipeline.runtime import Shutdown, serve_http
 from relay.settings import RelaySettings, load_relay_settings
 
@@ -41,9 +42,7 @@ def _run(args: argparse.Namespace) -> int:
     rcfg = load_relay_settings(
         instance=args.instance, progress_topic=args.progress_topic, batch_size=args.batch_size
     )
-    logs.setup(cfg.process.log_level, cfg.process.log_format, "relay")
-    tracing.setup(cfg.process.tracing, "relay")
-    memory.setup(cfg.process.malloc_trim_seconds, "relay")
+    process_setup.setup(cfg, "relay")
     return asyncio.run(run_relay(cfg, rcfg))
 
 

@@ -6,9 +6,10 @@ import argparse
 import asyncio
 import logging
 
+from app import process_setup
 from app.command import Command
 from app.flags import add_flags, overrides
-from pipeline import kafka, logs, memory, settings, tracing
+from pipeline import kafka, settings
 from pipeline.clients import Unreachable, routing_clients
 from pipeline.runtime import Shutdown, serve_http
 from router.settings import RouterSettings, load_router_settings
@@ -55,9 +56,7 @@ def _run(args: argparse.Namespace) -> int:
         concurrency=args.concurrency,
         ledger=False if args.no_ledger else None,
     )
-    logs.setup(cfg.process.log_level, cfg.process.log_format, "router")
-    tracing.setup(cfg.process.tracing, "router")
-    memory.setup(cfg.process.malloc_trim_seconds, "router")
+    process_setup.setup(cfg, "router")
     return asyncio.run(run_router(cfg, rcfg))
 
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 
+from app import process_setup
 from app.command import Command
 from app.flags import add_flags, overrides
-from pipeline import logs, memory, settings, tracing
+from pipeline import settings
 from pipeline.clients import Unreachable
 from pipeline.runtime import Shutdown
 
@@ -51,9 +52,7 @@ def _run(args: argparse.Namespace) -> int:
         task_handlers=args.handlers,
     )
     load_registry(wcfg.task_handlers)  # fail fast (ConfigError, exit 2) on a bad handler list
-    logs.setup(cfg.process.log_level, cfg.process.log_format, "worker")
-    tracing.setup(cfg.process.tracing, "worker")
-    memory.setup(cfg.process.malloc_trim_seconds, "worker")
+    process_setup.setup(cfg, "worker")
     try:
         return asyncio.run(_main(cfg, wcfg))
     except Unreachable as exc:
