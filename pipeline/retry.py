@@ -11,13 +11,15 @@
 * :data:`RETRYING`: which of the loops are failing right now, for ``/readyz``.
 * :func:`until_done`: such a loop written once (the router's lookups and flow calls, the
   windows' calls): retry what ``retriable`` accepts, record it in :data:`RETRYING`, stop
-  with :class:`ShutdownRequested` when the process stops.
+  with :class:`ShutdownRequested` when the process stops (the starter's too, its delays
+  :func:`jittered`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import random
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
@@ -48,6 +50,14 @@ def backoff(initial: float = BACKOFF_INITIAL, maximum: float = BACKOFF_MAX) -> I
     while True:
         yield delay
         delay = min(delay * 2, maximum)
+
+
+def jittered(delays: Iterator[float]) -> Iterator[float]:
+    """Each of ``delays`` scaled by a random factor in [0.5, 1.5): the loops of many
+    processes that failed together (every router's starts after a Temporal outage) do not
+    retry in step."""
+    for delay in delays:
+        yield delay * (0.5 + random.random())
 
 
 @dataclass
@@ -146,12 +156,17 @@ async def until_done(
     *,
     retriable: Callable[[Exception], bool],
     stopping: Callable[[], bool],
+    delays: Iterator[float] | None = None,
+    subject: str | None = None,
 ) -> T:
     """``fn()`` until it succeeds. A failure ``retriable`` accepts is recorded in
     :data:`RETRYING` (``/readyz`` answers 503 naming ``what``), logged and waited out by
-    :func:`backoff`; any other is raised; once ``stopping()`` holds, a failure raises
-    :class:`ShutdownRequested` instead of waiting."""
-    delays = backoff()
+    ``delays`` (:func:`backoff`'s by default); any other is raised; once ``stopping()``
+    holds, a failure raises :class:`ShutdownRequested` instead of waiting. ``subject``
+    names the one thing retried in the log and in ``ShutdownRequested`` (``what`` by
+    default: ``what`` is the loop's kind, one line of ``/readyz`` for all of them)."""
+    delays = delays or backoff()
+    subject = subject or what
     with RETRYING.loop(what) as failed:
         while True:
             try:
@@ -161,7 +176,7 @@ async def until_done(
                     raise
                 failed(exc)
                 if stopping():
-                    raise ShutdownRequested(what) from None
+                    raise ShutdownRequested(subject) from None
                 delay = next(delays)
-                log.warning("%s failed (%s), retrying in %.1fs", what, exc, delay)
+                log.warning("%s failed (%s), retrying in %.1fs", subject, exc, delay)
                 await asyncio.sleep(delay)

@@ -16,9 +16,7 @@ not marked done meanwhile, so nothing is skipped. With ``retry_outages=False``
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import random
 from collections.abc import Callable
 from dataclasses import KW_ONLY, dataclass
 from datetime import timedelta
@@ -29,7 +27,7 @@ from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from pipeline import metrics, tracing
-from pipeline.retry import BACKOFF_INITIAL, BACKOFF_MAX, RETRYING, ShutdownRequested, backoff
+from pipeline.retry import BACKOFF_INITIAL, BACKOFF_MAX, backoff, jittered, until_done
 from schemas.errors import IngestError
 from schemas.flow.fairness import Fairness
 from schemas.workflow_io import RUN_ACTIVITY_WORKFLOW, RunActivityInput
@@ -135,47 +133,44 @@ class Starter:
         ``Priority``; the run's task children and activities inherit it from the run
         (docs/flow-control.md). Without priority and fairness the start sends what it
         always sent, ``Priority.default``."""
-        delays = backoff(self.backoff_initial, self.backoff_max)
         prio = start_priority(priority, fairness)
-        with RETRYING.loop("start of a run") as failed:  # /readyz: 503 while it fails
-            while True:
-                try:
-                    await self.client.start_workflow(
-                        RUN_ACTIVITY_WORKFLOW,
-                        run,
-                        id=run.workflow_id,
-                        task_queue=self.task_queue,
-                        id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
-                        start_delay=start_delay,
-                        priority=prio,
-                        # tracing on: the server's own spans join the event's trace
-                        rpc_metadata=tracing.grpc_metadata(),
-                    )
-                    metrics.WORKFLOWS_STARTED.labels(trigger=run.trigger_kind).inc()
-                    return STARTED
-                except WorkflowAlreadyStartedError:
-                    metrics.DUPLICATES_SUPPRESSED.labels(
-                        component=self.component,
-                        trigger=run.trigger_kind,
-                        layer=metrics.LAYER_TEMPORAL,
-                    ).inc()
-                    log.debug("already started: %s", run.workflow_id)
-                    return DUPLICATE
-                except RPCError as exc:
-                    if not self.retry_outages:
-                        raise
-                    error = outage(exc)
-                    if error is None:
-                        raise StartRejected(f"{exc.status.name}: {exc.message}") from None
-                    metrics.START_ERRORS.labels(component=self.component, error=error).inc()
-                    failed(exc)
-                    if self.stopping():
-                        raise ShutdownRequested(run.workflow_id) from None
-                    delay = next(delays)
-                    log.warning(
-                        "start of %s failed (%s), retrying in %.1fs",
-                        run.workflow_id,
-                        error,
-                        delay,
-                    )
-                    await asyncio.sleep(delay * (0.5 + random.random()))
+
+        async def once() -> str:
+            try:
+                await self.client.start_workflow(
+                    RUN_ACTIVITY_WORKFLOW,
+                    run,
+                    id=run.workflow_id,
+                    task_queue=self.task_queue,
+                    id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
+                    start_delay=start_delay,
+                    priority=prio,
+                    # tracing on: the server's own spans join the event's trace
+                    rpc_metadata=tracing.grpc_metadata(),
+                )
+            except WorkflowAlreadyStartedError:
+                metrics.DUPLICATES_SUPPRESSED.labels(
+                    component=self.component,
+                    trigger=run.trigger_kind,
+                    layer=metrics.LAYER_TEMPORAL,
+                ).inc()
+                log.debug("already started: %s", run.workflow_id)
+                return DUPLICATE
+            except RPCError as exc:
+                if not self.retry_outages:
+                    raise
+                if (error := outage(exc)) is None:
+                    raise StartRejected(f"{exc.status.name}: {exc.message}") from None
+                metrics.START_ERRORS.labels(component=self.component, error=error).inc()
+                raise  # an outage: until_done waits it out
+            metrics.WORKFLOWS_STARTED.labels(trigger=run.trigger_kind).inc()
+            return STARTED
+
+        return await until_done(
+            "start of a run",  # /readyz: 503 while it fails
+            once,
+            retriable=lambda exc: self.retry_outages and isinstance(exc, RPCError),
+            stopping=self.stopping,
+            delays=jittered(backoff(self.backoff_initial, self.backoff_max)),
+            subject=f"start of {run.workflow_id}",
+        )

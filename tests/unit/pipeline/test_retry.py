@@ -135,3 +135,35 @@ async def test_until_done_stops_retrying_once_the_process_stops(no_sleep: list[f
         await until_done("window signal", down, retriable=lambda e: True, stopping=lambda: True)
     assert no_sleep == []
     assert RETRYING.why_not_ready() is None
+
+
+def test_jittered_delays_stay_within_half_and_one_and_a_half_of_each_and_differ() -> None:
+    from pipeline.retry import backoff, jittered
+
+    base = [0.2, 0.4, 0.8, 1.6, 3.2, 6.4, 10.0, 10.0]
+    got = [d for d, _ in zip(jittered(backoff()), base, strict=False)]
+    assert all(0.5 * b <= d < 1.5 * b for d, b in zip(got, base, strict=True))
+    again = [d for d, _ in zip(jittered(backoff()), base, strict=False)]
+    assert got != again  # random: two routers failing together do not retry in step
+
+
+async def test_until_done_names_the_subject_and_waits_the_delays_given(
+    no_sleep: list[float], caplog: pytest.LogCaptureFixture
+) -> None:
+    attempts = iter([RuntimeError("down"), RuntimeError("down"), None])
+
+    async def flaky() -> str:
+        if (exc := next(attempts)) is not None:
+            raise exc
+        return "ok"
+
+    got = await until_done(
+        "start of a run",
+        flaky,
+        retriable=lambda e: True,
+        stopping=lambda: False,
+        delays=iter([1.0, 2.0]),
+        subject="start of activity-a:e1",
+    )
+    assert got == "ok" and no_sleep == [1.0, 2.0]
+    assert "start of activity-a:e1 failed (down), retrying in 1.0s" in caplog.text

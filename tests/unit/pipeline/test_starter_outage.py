@@ -72,3 +72,56 @@ async def test_a_start_retrying_an_outage_makes_the_process_not_ready_until_it_s
     assert seen[1] is not None and seen[1].startswith("start of a run retrying for")
     assert "RPCError: connection refused" in (seen[2] or "")
     assert RETRYING.why_not_ready() is None
+
+
+class _Scripted:
+    """A client whose ``start_workflow`` raises the scripted errors in turn, then returns."""
+
+    def __init__(self, *errors: BaseException) -> None:
+        self.errors = list(errors)
+        self.calls = 0
+
+    async def start_workflow(self, *args: object, **kwargs: object) -> None:
+        self.calls += 1
+        if self.errors:
+            raise self.errors.pop(0)
+
+
+def _run() -> object:
+    from schemas.workflow_io import RunActivityInput
+
+    return RunActivityInput("a1", "activity-a1:e1", "r1", "event", "e1", {"type": "t"})
+
+
+async def test_a_refusal_is_rejected_at_once_and_a_duplicate_absorbed() -> None:
+    from temporalio.exceptions import WorkflowAlreadyStartedError
+
+    from pipeline.starter import DUPLICATE, Starter, StartRejected
+
+    client = _Scripted(_error(RPCStatusCode.INVALID_ARGUMENT, "WorkflowId exceeds length limit"))
+    with pytest.raises(StartRejected, match="INVALID_ARGUMENT: WorkflowId exceeds"):
+        await Starter(client, "tq").start(_run())  # type: ignore[arg-type]
+    assert client.calls == 1
+    client = _Scripted(WorkflowAlreadyStartedError("activity-a1:e1", "RunActivityWorkflow"))
+    assert await Starter(client, "tq").start(_run()) == DUPLICATE  # type: ignore[arg-type]
+
+
+async def test_without_outage_retries_the_error_comes_as_it_came() -> None:
+    from pipeline.starter import Starter
+
+    down = _error(RPCStatusCode.UNAVAILABLE, "connection refused")
+    client = _Scripted(down)
+    with pytest.raises(RPCError) as got:
+        await Starter(client, "tq", retry_outages=False).start(_run())  # type: ignore[arg-type]
+    assert got.value is down and client.calls == 1
+
+
+async def test_a_stopping_process_gives_up_the_start_naming_the_workflow() -> None:
+    from pipeline.retry import RETRYING, ShutdownRequested
+    from pipeline.starter import Starter
+
+    client = _Scripted(_error(RPCStatusCode.UNAVAILABLE, "connection refused"))
+    starter = Starter(client, "tq", stopping=lambda: True)  # type: ignore[arg-type]
+    with pytest.raises(ShutdownRequested, match="start of activity-a1:e1"):
+        await starter.start(_run())  # type: ignore[arg-type]
+    assert RETRYING.why_not_ready() is None
