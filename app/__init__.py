@@ -7,7 +7,8 @@
 * The framework they share: :mod:`app.command` (``Command``: name, --help, flags,
   run), :mod:`app.flags` (flags that override settings), :mod:`app.client_flags`
   (connection flags, a pool for a one-shot command), :mod:`app.dispatch` (exit codes,
-  ending the process).
+  ending the process), :mod:`app.process_setup` (what a long-running command sets up
+  before it runs: logs, tracing, the allocator trim).
 * :mod:`app.parts`: which parts ``ingest worker`` serves (core, cron, permits,
   approvals, flow).
 
