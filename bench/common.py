@@ -5,10 +5,11 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import signal
 import sys
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -163,6 +164,24 @@ async def spawn(
     finally:
         if log is not None and not isinstance(out, int):
             out.close()
+
+
+async def stop(
+    procs: Iterable[asyncio.subprocess.Process], kill_after: float | None = 30.0
+) -> list[int]:
+    """SIGTERM to each of ``procs`` still running, then their exit codes in order. One that
+    has not exited ``kill_after`` s later is killed (None: wait for it however long)."""
+    procs = list(procs)
+    for p in procs:
+        if p.returncode is None:
+            p.send_signal(signal.SIGTERM)
+    for p in procs:
+        try:
+            await asyncio.wait_for(p.wait(), kill_after)
+        except TimeoutError:
+            p.kill()
+            await p.wait()
+    return [p.returncode for p in procs]  # type: ignore[misc]
 
 
 def start_worker(

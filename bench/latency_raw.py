@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import signal
 import time
 import uuid
 
@@ -28,6 +27,7 @@ from bench.common import (
     process_env,
     seed_activity,
     spawn,
+    stop,
     verdict,
     write_result,
 )
@@ -95,10 +95,7 @@ async def _phase(env: Env, aid: str, interval_ms: int, rate: float, n: int) -> l
         return list(await asyncio.gather(*(latency(e) for e in sent)))
     finally:
         await producer.stop()
-        for p in procs:
-            if p.returncode is None:
-                p.send_signal(signal.SIGTERM)
-        codes = await asyncio.gather(*(asyncio.wait_for(p.wait(), 60) for p in procs))
+        codes = await stop(procs, kill_after=60)
         assert codes == [0, 0], f"ingress/router exited {codes} (logs: {RESULTS}/{NAME}-*.log)"
 
 

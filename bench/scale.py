@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import signal
 import time
 import uuid
 
@@ -28,6 +27,7 @@ from bench.common import (
     produce,
     seed_activity,
     spawn,
+    stop,
     write_result,
 )
 from pipeline.clients import ensure_topics
@@ -64,10 +64,7 @@ async def layout(env: Env, routers: int, workers: int, n: int) -> dict[str, obje
         if done < n:
             raise TimeoutError(f"only {done}/{n} runs finished")
     finally:
-        for p in procs:
-            if p.returncode is None:
-                p.send_signal(signal.SIGTERM)
-        await asyncio.gather(*(p.wait() for p in procs))
+        await stop(procs, kill_after=None)
     return {
         "routers": routers,
         "workers": workers,

@@ -36,10 +36,9 @@ from __future__ import annotations
 
 import asyncio
 import os
-import signal
 import time
 import timeit
-from collections.abc import Awaitable, Iterable
+from collections.abc import Awaitable
 from typing import Any, cast
 
 from aiokafka.structs import ConsumerRecord
@@ -56,6 +55,7 @@ from bench.common import (
     seed_activity,
     spawn,
     steady_rate,
+    stop,
     verdict,
     write_result,
 )
@@ -136,20 +136,6 @@ async def _watched(coro: Awaitable[Any], procs: dict[str, Any], timeout: float) 
     return task.result()
 
 
-async def _stop(procs: Iterable[Any]) -> None:
-    """SIGTERM to each process started here, then its exit (a kill after 30 s)."""
-    procs = list(procs)
-    for p in procs:
-        if p.returncode is None:
-            p.send_signal(signal.SIGTERM)
-    for p in procs:
-        try:
-            await asyncio.wait_for(p.wait(), 30)
-        except TimeoutError:
-            p.kill()
-            await p.wait()
-
-
 class Bench:
     def __init__(
         self, env: Env, meter: CpuMeter, jaeger: JaegerClient, jaeger_pid: int | None, aid: str
@@ -185,7 +171,7 @@ class Bench:
             await asyncio.sleep(SETTLE_SECONDS)
             cpu = self.meter.stop()  # before the processes exit: /proc still has them
         finally:
-            await _stop(procs.values())
+            await stop(procs.values())
         await asyncio.sleep(JAEGER_SETTLE_SECONDS)
         cpu["jaeger"] = self.jaeger_meter.stop()["jaeger"]
         seconds = finishes[-1] - t0

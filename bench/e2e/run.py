@@ -71,6 +71,7 @@ from bench.common import (
     start_worker,
     started_producer,
     steady_rate,
+    stop,
     verdict,
     write_result,
 )
@@ -517,10 +518,7 @@ async def measure(env: Env, n: int, server: Target) -> list[dict[str, Any]]:
             idle = await bench.idle()
             results.append({**await bench.shape(tasks, n, aid, etype), "server_idle": idle})
     finally:
-        for p in procs:
-            if p.returncode is None:
-                p.send_signal(signal.SIGTERM)
-        await asyncio.gather(*(p.wait() for p in procs))
+        await stop(procs, kill_after=None)
         await bare.shutdown()
         await bare_task
         shutdown.trigger()
