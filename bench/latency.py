@@ -21,7 +21,8 @@ NAME = "latency"
 TARGET_P99_MS = 250.0
 
 
-def _pct(values: list[float], q: float) -> float:
+def percentile(values: list[float], q: float) -> float:
+    """The ``q`` quantile of ``values`` (nearest rank; ``bench.latency_raw`` uses it too)."""
     s = sorted(values)
     return s[min(len(s) - 1, int(q * len(s)))]
 
@@ -91,14 +92,14 @@ async def run(ceiling: float | None = None) -> dict[str, object]:
         lat = await asyncio.gather(*(latency(e) for e in sent))
     finally:
         await drop_env(env)
-    p50, p99 = _pct(lat, 0.50), _pct(lat, 0.99)
+    p50, p99 = percentile(lat, 0.50), percentile(lat, 0.99)
     figures: dict[str, object] = {
         "raw_ceiling_per_second": ceiling,
         "target_rate_per_second": round(rate, 1),
         "achieved_rate_per_second": round(achieved, 1),
         "events": n,
         "p50_ms": round(p50, 1),
-        "p90_ms": round(_pct(lat, 0.90), 1),
+        "p90_ms": round(percentile(lat, 0.90), 1),
         "p99_ms": round(p99, 1),
         "max_ms": round(max(lat), 1),
         "target_p99_ms": TARGET_P99_MS,

@@ -31,7 +31,7 @@ from bench.common import (
     verdict,
     write_result,
 )
-from bench.latency import TARGET_P99_MS, _pct
+from bench.latency import TARGET_P99_MS, percentile
 from pipeline import kafka
 from pipeline.clients import ensure_topics
 from schemas import ids
@@ -114,7 +114,7 @@ async def run() -> dict[str, object]:
             for ms in INTERVALS_MS:
                 values = await _phase(env, aid, ms, rate, n)
                 lat[ms] += values
-                phases.append(f"round {r + 1}, {ms} ms: p99 {_pct(values, 0.99):.0f} ms")
+                phases.append(f"round {r + 1}, {ms} ms: p99 {percentile(values, 0.99):.0f} ms")
                 print(phases[-1], flush=True)
     finally:
         await drop_env(env)
@@ -127,13 +127,13 @@ async def run() -> dict[str, object]:
         "target_p99_ms": TARGET_P99_MS,
     }
     for ms, values in lat.items():
-        p50, p99 = _pct(values, 0.50), _pct(values, 0.99)
+        p50, p99 = percentile(values, 0.50), percentile(values, 0.99)
         figures[f"commit_{ms}ms"] = {"p50_ms": round(p50, 1), "p99_ms": round(p99, 1)}
         print(
             f"ingress commits every {ms} ms: {len(values)} events, produce -> started "
             f"p50 {p50:.0f} ms, p99 {p99:.0f} ms"
         )
-    base, new = (_pct(lat[ms], 0.99) for ms in INTERVALS_MS)
+    base, new = (percentile(lat[ms], 0.99) for ms in INTERVALS_MS)
     figures["p99_ratio"] = round(new / base, 3)
     write_result(NAME, figures)
     print(f"{n} events per phase at {rate:.0f}/s (half of the {ceiling:.0f}/s raw ceiling)")

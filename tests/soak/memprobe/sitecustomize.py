@@ -13,7 +13,10 @@ this folder on ``PYTHONPATH`` of the kinds ``SOAK_MEMPROBE`` names, with
   objects over 512 bytes, hold), ``free`` (freed, kept by the allocator), ``mmap``;
 * ``objects``: the live objects the garbage collector tracks, by type (top 25);
 * with ``MEMPROBE_FRAMES`` > 0, ``tracemalloc`` (started here, that many frames):
-  ``traced`` and the top 25 source lines by growth since the first line.
+  ``traced`` and the top 25 source lines by growth since the first line;
+* with ``MEMPROBE_GC_FREEZE_AFTER`` > 0 (s; pass it with ``SOAK_PIPELINE_ENV``), an
+  experiment: one ``gc.collect()`` and ``gc.freeze()`` that long after start-up, and a line
+  ``{"frozen": N}`` (docs/soak.md, "Three more levers").
 
 Nothing here runs unless ``MEMPROBE_OUT`` is set. It is a diagnostic of the soak, never
 loaded by the pipeline in production.
@@ -127,6 +130,16 @@ class _Probe:
                 f.write(json.dumps(row) + "\n")
 
 
+def _freeze(out: str, after: float) -> None:
+    """The ``MEMPROBE_GC_FREEZE_AFTER`` experiment: freeze what start-up left alive."""
+    time.sleep(after)
+    gc.collect()
+    gc.freeze()
+    row = {"t": time.time(), "pid": os.getpid(), "frozen": gc.get_freeze_count()}
+    with open(out, "a") as f:
+        f.write(json.dumps(row) + "\n")
+
+
 def _start() -> None:
     out = os.environ.get("MEMPROBE_OUT")
     if not out:
@@ -137,6 +150,11 @@ def _start() -> None:
         int(os.environ.get("MEMPROBE_FRAMES", "0")),
     )
     threading.Thread(target=probe.run, name="memprobe", daemon=True).start()
+    freeze_after = float(os.environ.get("MEMPROBE_GC_FREEZE_AFTER", "0"))
+    if freeze_after > 0:
+        threading.Thread(
+            target=_freeze, args=(out, freeze_after), name="memprobe-freeze", daemon=True
+        ).start()
 
 
 _start()
