@@ -3,14 +3,16 @@
 Inputs: one :class:`Run` per ``activity_runs`` row (with the produce time of its event
 when it has one), the live :class:`Sample` series (``tests/soak/sampler.py``) and the
 :class:`Fault` log. Outputs: one row per window (:func:`windows`), the RSS growth per
-process kind (:func:`rss_growth`) and the p99 recovery after each fault
-(:func:`recovery`). Times are UNIX seconds on this machine's clock, which the database
-server shares (``activity_runs`` times are ``now()`` on it).
+process kind (:func:`rss_growth`), what each fault left in each process's RSS
+(:func:`rss_steps`) and the p99 recovery after each fault (:func:`recovery`). Times
+are UNIX seconds on this machine's clock, which the database server shares
+(``activity_runs`` times are ``now()`` on it).
 """
 
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -159,6 +161,50 @@ def rss_growth(
             "mb_per_h_unsettled": round(_slope(every) * 3600, 1) if len(every) >= 3 else None,
             "rss_mb": round(every[-1][1], 1),
         }
+    return out
+
+
+def rss_steps(
+    samples: Sequence[Sample],
+    faults: Sequence[Fault],
+    *,
+    before: float = 120,
+    settle: float = 120,
+    until: float = 270,
+) -> list[dict[str, Any]]:
+    """What each fault left in each process kind's RSS (MB): the median of the ``before``
+    s before it began against the median from ``settle`` to ``until`` s after its end
+    (cut at the next fault's beginning), its ``peak`` from its beginning to that window's
+    end, and ``new_pid`` when the process after it is not the one before it (a kill).
+    A high-water mark shows as one large ``step_mb`` and small ones after it; a leak as
+    steps that keep coming. None where a side has no sample."""
+    ordered = sorted(faults, key=lambda f: f.start)
+    kinds = sorted({k for s in samples for k in s.procs})
+
+    def of(kind: str, lo: float, hi: float) -> list[ProcSample]:
+        return [s.procs[kind] for s in samples if lo <= s.t < hi and kind in s.procs]
+
+    def median_mb(procs: Sequence[ProcSample]) -> float | None:
+        return statistics.median(p.rss / MB for p in procs) if procs else None
+
+    out: list[dict[str, Any]] = []
+    for i, f in enumerate(ordered):
+        stop = f.end + until
+        if i + 1 < len(ordered):
+            stop = min(stop, ordered[i + 1].start)
+        row: dict[str, Any] = {"kind": f.kind}
+        for kind in kinds:
+            pre, post = of(kind, f.start - before, f.start), of(kind, f.end + settle, stop)
+            peak = of(kind, f.start, stop)
+            a, b = median_mb(pre), median_mb(post)
+            row[kind] = {
+                "before_mb": _r(a, 1),
+                "after_mb": _r(b, 1),
+                "step_mb": _r(b - a, 1) if a is not None and b is not None else None,
+                "peak_mb": _r(max(p.rss for p in peak) / MB, 1) if peak else None,
+                "new_pid": bool(pre and post and pre[-1].pid != post[0].pid),
+            }
+        out.append(row)
     return out
 
 

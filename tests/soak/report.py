@@ -44,6 +44,22 @@ def table(rows: Sequence[dict[str, Any]], columns: Sequence[str]) -> list[str]:
     return lines
 
 
+def step_rows(steps: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row per fault of ``analysis.rss_steps``: per process ``before→after (peak)`` MB,
+    with ``new`` when the process after the fault is another one."""
+    rows = []
+    for step in steps:
+        row: dict[str, Any] = {"kind": step["kind"]}
+        for proc, v in step.items():
+            if proc == "kind":
+                continue
+            row[proc] = f"{v['before_mb']}→{v['after_mb']} ({v['peak_mb']})" + (
+                " new" if v["new_pid"] else ""
+            )
+        rows.append(row)
+    return rows
+
+
 WINDOW_COLUMNS = (
     "t",
     "runs_per_s",

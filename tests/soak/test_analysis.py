@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from tests.soak import knobs, rig
+from tests.soak import knobs, report, rig
 from tests.soak.analysis import (
     MB,
     Fault,
@@ -16,6 +16,7 @@ from tests.soak.analysis import (
     percentile,
     recovery,
     rss_growth,
+    rss_steps,
     windows,
 )
 
@@ -60,6 +61,46 @@ def test_rss_growth_takes_each_kinds_longest_life_after_the_first_window() -> No
     assert rss_growth(samples[:4], after=0)["worker"]["mb_per_h"] == pytest.approx(60, abs=1)
     # 60 s of life: too short to say (the default min_span is 120 s)
     assert rss_growth(samples[:2], after=0)["worker"]["mb_per_h"] is None
+
+
+def test_rss_steps_tell_a_high_water_mark_from_a_leak_and_name_a_new_process() -> None:
+    # The worker: 100 MB, a peak of 150 during the first fault (300..360), 120 after it,
+    # 120 through the second (900..960) too; killed by the third (1500), its successor
+    # at 90. The relay: +10 MB after every fault (a leak).
+    def worker(t: int) -> ProcSample:
+        if t >= 1500:
+            return ProcSample(2, 90 * MB, 10)
+        mb = 100 if t < 300 else 150 if t < 360 else 120
+        return ProcSample(1, mb * MB, 10)
+
+    def relay(t: int) -> ProcSample:
+        return ProcSample(3, (50 + 10 * sum(t >= end for end in (360, 960, 1560))) * MB, 5)
+
+    samples = [
+        Sample(float(t), {"worker": worker(t), "relay": relay(t)}) for t in range(0, 2100, 10)
+    ]
+    faults = [Fault("net_latency", 300, 360), Fault("net_reset", 900, 960)]
+    faults.append(Fault("kill_worker", 1500, 1560))
+    first, second, third = rss_steps(samples, faults)
+    assert first["kind"] == "net_latency"
+    assert first["worker"] == {
+        "before_mb": 100.0,
+        "after_mb": 120.0,
+        "step_mb": 20.0,
+        "peak_mb": 150.0,
+        "new_pid": False,
+    }
+    assert second["worker"]["step_mb"] == 0.0 and second["worker"]["peak_mb"] == 120.0
+    assert (third["worker"]["step_mb"], third["worker"]["new_pid"]) == (-30.0, True)
+    assert [r["relay"]["step_mb"] for r in (first, second, third)] == [10.0, 10.0, 10.0]
+    assert report.step_rows([third])[0] == {
+        "kind": "kill_worker",
+        "worker": "120.0→90.0 (90.0) new",
+        "relay": "70.0→80.0 (80.0)",
+    }
+    # nothing sampled after the last fault: no step, not a step of 0
+    (alone,) = rss_steps(samples[:160], [Fault("kill_worker", 1500, 1560)])
+    assert alone["worker"]["after_mb"] is None and alone["worker"]["step_mb"] is None
 
 
 def test_recovery_finds_the_first_bin_back_within_twice_the_pre_fault_p99() -> None:

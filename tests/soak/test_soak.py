@@ -252,6 +252,7 @@ async def test_soak(kafka_cluster, cluster_topics, fault, monkeypatch, tmp_path)
     samples = sampler.samples
     windows = analysis.windows(t0, t_end, KNOBS.window, runs, samples, rig.faults)
     growth = analysis.rss_growth(samples, after=t0 + KNOBS.window, settle=KNOBS.window)
+    steps = analysis.rss_steps(samples, rig.faults)
     points = [
         (r.produced, r.started - r.produced)
         for r in runs
@@ -295,6 +296,7 @@ async def test_soak(kafka_cluster, cluster_topics, fault, monkeypatch, tmp_path)
         "faults": faults,
         "recovery": recovered,
         "rss_growth": growth,
+        "rss_steps": steps,
     }
     report.write_json(tmp_path / "soak.json", doc)
     report.write_csv(tmp_path / "windows.csv", windows)
@@ -323,6 +325,11 @@ async def test_soak(kafka_cluster, cluster_topics, fault, monkeypatch, tmp_path)
             [{"process": k, **v} for k, v in sorted(growth.items())],
             ("process", "pid", "span_min", "rss_mb", "growth_mb", "mb_per_h", "mb_per_h_unsettled"),
         )
+    )
+    report.TABLE.append("")
+    report.TABLE.append("RSS MB per fault: median before → median 2-4.5 min after (peak)")
+    report.TABLE.extend(
+        report.table(report.step_rows(steps), ("kind", "ingress", "router", "worker", "relay"))
     )
     report.TABLE.append("")
     report.TABLE.append(orjson.dumps(summary).decode())
