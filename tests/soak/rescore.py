@@ -1,0 +1,83 @@
+"""Score a finished soak's folder again with today's analysis (``tests/soak/analysis.py``).
+
+``python -m tests.soak.rescore DIR [--window S]`` reads ``samples.jsonl`` and ``faults.log``
+from a soak's output folder and prints each process kind's RSS growth (:func:`rss_growth`,
+from ``--window`` s after the first sample, each successor's own first window left out as
+the soak does) and what each fault left in each process's RSS (:func:`rss_steps`). For a run
+recorded before a figure existed, or to try a new figure on an old run.
+
+``faults.log`` stamps its lines with the local ``HH:MM:SS``; they are placed on the day of
+the first sample, a day later whenever the clock goes back (a run over midnight).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from datetime import datetime, timedelta
+from pathlib import Path
+
+from tests.soak import report
+from tests.soak.analysis import Fault, ProcSample, Sample, rss_growth, rss_steps
+
+
+def load_samples(path: Path) -> list[Sample]:
+    out = []
+    for line in path.read_text().splitlines():
+        if line.strip():
+            d = json.loads(line)
+            procs = {k: ProcSample(**v) for k, v in d.pop("procs").items()}
+            out.append(Sample(procs=procs, **d))
+    return out
+
+
+def load_faults(path: Path, first: float) -> list[Fault]:
+    """Faults from ``faults.log``: a begin line and its end line make one :class:`Fault`
+    (a fault that never ended ends where it began)."""
+    day = datetime.fromtimestamp(first).replace(hour=0, minute=0, second=0, microsecond=0)
+    out: list[Fault] = []
+    open_: dict[str, Fault] = {}
+    last = -1.0
+    for line in path.read_text().splitlines():
+        parts = line.split(maxsplit=3)
+        if len(parts) < 3 or parts[1] not in ("begin", "end"):
+            continue
+        h, m, s = (int(x) for x in parts[0].split(":"))
+        t = (day + timedelta(hours=h, minutes=m, seconds=s)).timestamp()
+        if t < last:
+            day += timedelta(days=1)
+            t += 86400
+        last = t
+        if parts[1] == "begin":
+            open_[parts[2]] = fault = Fault(parts[2], t, t)
+            out.append(fault)
+        elif parts[2] in open_:
+            open_.pop(parts[2]).end = t
+    return out
+
+
+def main(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(prog="python -m tests.soak.rescore", description=__doc__)
+    p.add_argument("dir", type=Path, help="a soak's output folder (test_soak0)")
+    p.add_argument("--window", type=float, default=300.0, help="the run's first window, s")
+    args = p.parse_args(argv)
+    samples = load_samples(args.dir / "samples.jsonl")
+    if not samples:
+        print(f"{args.dir / 'samples.jsonl'}: no samples", file=sys.stderr)
+        return 1
+    faults = load_faults(args.dir / "faults.log", samples[0].t)
+    growth = rss_growth(samples, after=samples[0].t + args.window, settle=args.window)
+    columns = ("process", "pid", "span_min", "rss_mb", "growth_mb", "mb_per_h")
+    print(
+        "\n".join(report.table([{"process": k, **v} for k, v in sorted(growth.items())], columns))
+    )
+    print()
+    print("RSS MB per fault: median before → median 2-4.5 min after (peak)")
+    steps = report.step_rows(rss_steps(samples, faults))
+    print("\n".join(report.table(steps, ("kind", "ingress", "router", "worker", "relay"))))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
