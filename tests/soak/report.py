@@ -60,6 +60,19 @@ def step_rows(steps: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     return rows
 
 
+def memory_lines(growth: dict[str, dict[str, Any]], steps: Sequence[dict[str, Any]]) -> list[str]:
+    """The RSS figures as the soak prints them and ``tests.soak.rescore`` prints them again:
+    each kind's growth (``analysis.rss_growth``), then each fault's step per process
+    (``analysis.rss_steps``)."""
+    lines = table(
+        [{"process": k, **v} for k, v in sorted(growth.items())],
+        ("process", "pid", "span_min", "rss_mb", "growth_mb", "mb_per_h", "mb_per_h_unsettled"),
+    )
+    lines += ["", "RSS MB per fault: median before → median 2-4.5 min after (peak)"]
+    lines += table(step_rows(steps), ("kind", "ingress", "router", "worker", "relay"))
+    return lines
+
+
 WINDOW_COLUMNS = (
     "t",
     "runs_per_s",

@@ -68,14 +68,7 @@ def main(argv: list[str]) -> int:
         return 1
     faults = load_faults(args.dir / "faults.log", samples[0].t)
     growth = rss_growth(samples, after=samples[0].t + args.window, settle=args.window)
-    columns = ("process", "pid", "span_min", "rss_mb", "growth_mb", "mb_per_h")
-    print(
-        "\n".join(report.table([{"process": k, **v} for k, v in sorted(growth.items())], columns))
-    )
-    print()
-    print("RSS MB per fault: median before → median 2-4.5 min after (peak)")
-    steps = report.step_rows(rss_steps(samples, faults))
-    print("\n".join(report.table(steps, ("kind", "ingress", "router", "worker", "relay"))))
+    print("\n".join(report.memory_lines(growth, rss_steps(samples, faults))))
     return 0
 
 

@@ -320,17 +320,7 @@ async def test_soak(kafka_cluster, cluster_topics, fault, monkeypatch, tmp_path)
         )
     )
     report.TABLE.append("")
-    report.TABLE.extend(
-        report.table(
-            [{"process": k, **v} for k, v in sorted(growth.items())],
-            ("process", "pid", "span_min", "rss_mb", "growth_mb", "mb_per_h", "mb_per_h_unsettled"),
-        )
-    )
-    report.TABLE.append("")
-    report.TABLE.append("RSS MB per fault: median before → median 2-4.5 min after (peak)")
-    report.TABLE.extend(
-        report.table(report.step_rows(steps), ("kind", "ingress", "router", "worker", "relay"))
-    )
+    report.TABLE.extend(report.memory_lines(growth, steps))
     report.TABLE.append("")
     report.TABLE.append(orjson.dumps(summary).decode())
     report.TABLE.append(f"files: {tmp_path}/soak.json windows.csv samples.jsonl timeline.png")
