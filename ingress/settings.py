@@ -11,6 +11,7 @@ from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from ingress.stamping import Strategy, strategy_from_string
+from pipeline.retry import BACKOFF_INITIAL, BACKOFF_MAX
 from pipeline.settings import build
 from schemas.envelope import MAX_EVENT_BYTES
 
@@ -36,9 +37,9 @@ class IngressSettings(BaseSettings):
     # How long a partition revoke waits for the in-flight batch before committing
     # what is acknowledged (longer blocks the group's rebalance).
     revoke_wait_seconds: float = Field(10.0, ge=0)
-    # Backoff between retries of a retriable produce failure.
-    retry_backoff_min_seconds: float = Field(0.2, gt=0)
-    retry_backoff_max_seconds: float = Field(10.0, gt=0)
+    # Backoff between retries of a retriable produce failure (pipeline.retry's bounds).
+    retry_backoff_min_seconds: float = Field(BACKOFF_INITIAL, gt=0)
+    retry_backoff_max_seconds: float = Field(BACKOFF_MAX, gt=0)
     # How often pipeline_consumer_lag is refreshed.
     lag_interval_seconds: float = Field(5.0, gt=0)
     # Exactly-once mode (docs/kafka.md, "Transactional ingress"): each raw partition's

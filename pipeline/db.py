@@ -208,7 +208,7 @@ async def pending(conn: asyncpg.Connection | asyncpg.Pool) -> list[str]:
 
 
 # DATABASE_COMMAND_TIMEOUT's default (pipeline.settings.DatabaseSettings.command_timeout).
-COMMAND_TIMEOUT = 20.0
+COMMAND_TIMEOUT = 5.0
 # A retention delete may remove a day's rows of a busy table in one statement.
 PRUNE_TIMEOUT = 600.0
 # A session that holds a lock (the relay's outbox lock) must not outlive its client by

@@ -2,12 +2,16 @@
 
 * :func:`backoff`: the delays between attempts of a loop that retries a transient
   failure until it succeeds or the process stops (ingress delivery, the router's
-  ledger and commits, the starter): 0.2 s doubling up to 10 s. Short enough that a
+  ledger and commits, the starter): 0.2 s doubling up to 5 s. Short enough that a
   broker or Temporal back from a blip is noticed at once, capped so a long outage
-  costs one attempt per 10 s per loop.
+  costs one attempt per 5 s per loop, and the first attempt after it comes within 5 s
+  (7.5 with the starter's jitter): each second a loop sleeps past the outage's end
+  is backlog the pipeline drains later (the soak's recovery, docs/soak.md).
 * :data:`UNTIL_DONE`: the ``RetryPolicy`` of steps that must not fail for an outage
   (bookkeeping in PostgreSQL, notices to Kafka, the cron fire): no attempt limit,
-  1 s doubling up to 30 s. Workflow code: a constant, nothing else here runs.
+  1 s doubling up to 10 s, so a run resumes within 10 s of its dependency's return
+  (30 s left it waiting up to half a minute after an outage; a pending step's attempt
+  every 10 s costs the server little). Workflow code: a constant, nothing else here runs.
 * :data:`RETRYING`: which of the loops are failing right now, for ``/readyz``.
 * :func:`until_done`: such a loop written once (the router's lookups and flow calls, the
   windows' calls): retry what ``retriable`` accepts, record it in :data:`RETRYING`, stop
@@ -35,12 +39,12 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 BACKOFF_INITIAL = 0.2
-BACKOFF_MAX = 10.0
+BACKOFF_MAX = 5.0
 
 UNTIL_DONE = RetryPolicy(
     initial_interval=timedelta(seconds=1),
     backoff_coefficient=2.0,
-    maximum_interval=timedelta(seconds=30),
+    maximum_interval=timedelta(seconds=10),
 )
 
 

@@ -459,7 +459,11 @@ class DatabaseSettings(BaseSettings):
     # command_timeout): a query sent into a half-open link, or stuck behind a lock, ends
     # in TimeoutError and its loop retries, instead of holding its caller until the link
     # is finally closed (issue 40). Retention deletes get PRUNE_TIMEOUT (pipeline/db.py).
-    command_timeout: float = Field(20.0, gt=0, le=3600, alias="DATABASE_COMMAND_TIMEOUT")
+    # 5 s, not more: the pipeline's statements are single-row OLTP that take milliseconds,
+    # and on a dead link asyncpg holds the connection another bound for its cancel request,
+    # so the bound, twice, is how long a run's step and the router's ledger stay stuck
+    # after the link comes back (20 s made that 40 s: the soak's recovery, docs/soak.md).
+    command_timeout: float = Field(5.0, gt=0, le=3600, alias="DATABASE_COMMAND_TIMEOUT")
 
     @field_validator("url")
     @classmethod

@@ -20,8 +20,8 @@ from pipeline.retry import (
 
 
 def test_backoff_doubles_from_initial_up_to_the_cap() -> None:
-    assert list(islice(backoff(), 8)) == [0.2, 0.4, 0.8, 1.6, 3.2, 6.4, 10.0, 10.0]
-    assert (BACKOFF_INITIAL, BACKOFF_MAX) == (0.2, 10.0)
+    assert list(islice(backoff(), 8)) == [0.2, 0.4, 0.8, 1.6, 3.2, 5.0, 5.0, 5.0]
+    assert (BACKOFF_INITIAL, BACKOFF_MAX) == (0.2, 5.0)
 
 
 def test_backoff_takes_its_own_bounds() -> None:
@@ -140,7 +140,7 @@ async def test_until_done_stops_retrying_once_the_process_stops(no_sleep: list[f
 def test_jittered_delays_stay_within_half_and_one_and_a_half_of_each_and_differ() -> None:
     from pipeline.retry import backoff, jittered
 
-    base = [0.2, 0.4, 0.8, 1.6, 3.2, 6.4, 10.0, 10.0]
+    base = [0.2, 0.4, 0.8, 1.6, 3.2, 5.0, 5.0, 5.0]
     got = [d for d, _ in zip(jittered(backoff()), base, strict=False)]
     assert all(0.5 * b <= d < 1.5 * b for d, b in zip(got, base, strict=True))
     again = [d for d, _ in zip(jittered(backoff()), base, strict=False)]
