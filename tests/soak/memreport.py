@@ -16,6 +16,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from tests.soak.analysis import Fault
+from tests.soak.rescore import load_faults
+
 MB = 1e6
 COLUMNS = (
     ("rss", "rss"),
@@ -33,16 +36,11 @@ def load(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
-def _faults(path: Path | None) -> list[tuple[str, str]]:
-    """(HH:MM:SS, kind) of every fault's beginning in ``faults.log``."""
-    if path is None:
+def _faults(path: Path | None, rows: list[dict[str, Any]]) -> list[Fault]:
+    """Every fault in ``faults.log`` (``rescore.load_faults``: a run over midnight too)."""
+    if path is None or not rows:
         return []
-    out = []
-    for line in path.read_text().splitlines():
-        parts = line.split()
-        if len(parts) >= 3 and parts[1] == "begin":
-            out.append((parts[0], parts[2]))
-    return out
+    return load_faults(path, rows[0]["t"])
 
 
 def _value(row: dict[str, Any], key: str) -> str:
@@ -52,7 +50,7 @@ def _value(row: dict[str, Any], key: str) -> str:
     return f"{v:.0f}" if key == "py_arenas" else f"{v / MB:.1f}"
 
 
-def table(rows: Iterable[dict[str, Any]], faults: list[tuple[str, str]]) -> str:
+def table(rows: Iterable[dict[str, Any]], faults: list[Fault]) -> str:
     lines = ["| time | pid | " + " | ".join(c for c, _ in COLUMNS) + " | last fault |"]
     lines.append("|" + "---|" * (len(COLUMNS) + 3))
     for row in rows:
@@ -60,7 +58,7 @@ def table(rows: Iterable[dict[str, Any]], faults: list[tuple[str, str]]) -> str:
             lines.append(f"| error | {row['pid']} | {row['error']} |")
             continue
         clock = datetime.fromtimestamp(row["t"], UTC).strftime("%H:%M:%S")
-        last = [kind for at, kind in faults if at <= clock]
+        last = [f.kind for f in faults if f.start <= row["t"]]
         cells = " | ".join(_value(row, key) for _, key in COLUMNS)
         lines.append(f"| {clock} | {row['pid']} | {cells} | {last[-1] if last else ''} |")
     return "\n".join(lines)
@@ -84,7 +82,7 @@ def main(argv: list[str]) -> int:
         print(__doc__)
         return 0 if argv else 2
     rows = load(Path(argv[0]))
-    faults = _faults(Path(argv[1]) if len(argv) > 1 else None)
+    faults = _faults(Path(argv[1]) if len(argv) > 1 else None, rows)
     print(table(rows, faults))
     print()
     print(object_growth(rows))
