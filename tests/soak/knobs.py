@@ -82,6 +82,12 @@ def _pairs(env: dict[str, str], name: str) -> tuple[tuple[str, str], ...]:
         if not sep or not key.strip():
             raise ValueError(f"{name}: {item!r} is not NAME=value")
         pairs.append((key.strip(), value.strip()))
+        # ld.so only warns about a preload it cannot find and runs on without it: a soak
+        # meant for another allocator would measure glibc's and say nothing.
+        if key.strip() == "LD_PRELOAD":
+            for lib in value.replace(":", " ").split():
+                if not os.path.exists(lib):
+                    raise ValueError(f"{name}: LD_PRELOAD names {lib}, which does not exist")
     return tuple(pairs)
 
 

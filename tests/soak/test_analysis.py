@@ -157,6 +157,8 @@ def test_the_pipeline_env_knob_reads_name_value_pairs() -> None:
     assert k.pipeline_env == (("INGEST_MAX_CACHED_WORKFLOWS", "250"), ("A", "b=c"))
     with pytest.raises(ValueError, match="SOAK_PIPELINE_ENV"):
         knobs.load({"SOAK_PIPELINE_ENV": "INGEST_MAX_CACHED_WORKFLOWS"})
+    with pytest.raises(ValueError, match=r"SOAK_PIPELINE_ENV: LD_PRELOAD names /nowhere/libx\.so"):
+        knobs.load({"SOAK_PIPELINE_ENV": "LD_PRELOAD=/nowhere/libx.so,PYTHONMALLOC=malloc"})
 
 
 def test_rss_growth_lets_a_successor_settle_for_its_own_first_window() -> None:
