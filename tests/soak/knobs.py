@@ -16,6 +16,7 @@
   allocations with that many frames (slower, and it adds memory of its own).
 * ``SOAK_PIPELINE_ENV``: ``NAME=value`` pairs, comma-separated, in the environment of every
   pipeline process (``INGEST_MAX_CACHED_WORKFLOWS=250``): a setting tried under the soak.
+  An ``LD_PRELOAD`` (another allocator) must name files that exist: ld.so would only warn.
 """
 
 from __future__ import annotations
