@@ -20,7 +20,7 @@ from urllib.parse import unquote, urlsplit
 
 import asyncpg
 
-from pipeline.settings import ConfigError
+from pipeline.settings import COMMAND_TIMEOUT, ConfigError
 
 log = logging.getLogger(__name__)
 
@@ -207,8 +207,6 @@ async def pending(conn: asyncpg.Connection | asyncpg.Pool) -> list[str]:
     return [version for version, _ in migrations() if version not in done]
 
 
-# DATABASE_COMMAND_TIMEOUT's default (pipeline.settings.DatabaseSettings.command_timeout).
-COMMAND_TIMEOUT = 5.0
 # A retention delete may remove a day's rows of a busy table in one statement.
 PRUNE_TIMEOUT = 600.0
 # A session that holds a lock (the relay's outbox lock) must not outlive its client by

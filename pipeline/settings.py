@@ -445,6 +445,11 @@ def _temporal_problems(t: TemporalSettings) -> tuple[str, str] | None:
     return None
 
 
+# DATABASE_COMMAND_TIMEOUT's default, also the bound of pipeline.db.create_pool's pools
+# built without settings (DatabaseSettings.command_timeout says why 5 s).
+COMMAND_TIMEOUT = 5.0
+
+
 class DatabaseSettings(BaseSettings):
     """PostgreSQL (``DATABASE_URL``; the password inside it is a secret)."""
 
@@ -463,7 +468,7 @@ class DatabaseSettings(BaseSettings):
     # and on a dead link asyncpg holds the connection another bound for its cancel request,
     # so the bound, twice, is how long a run's step and the router's ledger stay stuck
     # after the link comes back (20 s made that 40 s: the soak's recovery, docs/soak.md).
-    command_timeout: float = Field(5.0, gt=0, le=3600, alias="DATABASE_COMMAND_TIMEOUT")
+    command_timeout: float = Field(COMMAND_TIMEOUT, gt=0, le=3600, alias="DATABASE_COMMAND_TIMEOUT")
 
     @field_validator("url")
     @classmethod
