@@ -6,12 +6,17 @@
   broker or Temporal back from a blip is noticed at once, capped so a long outage
   costs one attempt per 5 s per loop, and the first attempt after it comes within 5 s
   (7.5 with the starter's jitter): each second a loop sleeps past the outage's end
-  is backlog the pipeline drains later (the soak's recovery, docs/soak.md).
+  is backlog the pipeline drains later (the soak's recovery, docs/soak.md). A delay
+  spaces the starts of attempts (:func:`since_began`): after an attempt that hung, the
+  next one starts at once.
 * :data:`UNTIL_DONE`: the ``RetryPolicy`` of steps that must not fail for an outage
   (bookkeeping in PostgreSQL, notices to Kafka, the cron fire): no attempt limit,
-  1 s doubling up to 10 s, so a run resumes within 10 s of its dependency's return
-  (30 s left it waiting up to half a minute after an outage; a pending step's attempt
-  every 10 s costs the server little). Workflow code: a constant, nothing else here runs.
+  1 s doubling up to 5 s, the loops' cap, so a run resumes within 5 s of its
+  dependency's return (30 s, then 10, left runs waiting that long after an outage, while
+  the router had started the backlog's runs already). The bookkeeping steps are local
+  activities, retried inside the worker, so an attempt every 5 s per waiting step costs
+  the server nothing; the few regular ones (a notice, the cron fire) one dispatch each.
+  Workflow code: a constant, nothing else here runs.
 * :data:`RETRYING`: which of the loops are failing right now, for ``/readyz``.
 * :func:`until_done`: such a loop written once (the router's lookups and flow calls, the
   windows' calls): retry what ``retriable`` accepts, record it in :data:`RETRYING`, stop
@@ -44,7 +49,7 @@ BACKOFF_MAX = 5.0
 UNTIL_DONE = RetryPolicy(
     initial_interval=timedelta(seconds=1),
     backoff_coefficient=2.0,
-    maximum_interval=timedelta(seconds=10),
+    maximum_interval=timedelta(seconds=BACKOFF_MAX),
 )
 
 
@@ -54,6 +59,17 @@ def backoff(initial: float = BACKOFF_INITIAL, maximum: float = BACKOFF_MAX) -> I
     while True:
         yield delay
         delay = min(delay * 2, maximum)
+
+
+def since_began(delay: float, took: float) -> float:
+    """What is left of ``delay`` once an attempt that failed after ``took`` s: a delay
+    spaces the *starts* of attempts. An attempt that hung until its bound (a statement on
+    a half-open link: ``DATABASE_COMMAND_TIMEOUT`` and asyncpg's cancel, about 10 s) has
+    waited out the delay already, and the link healing is what ends it (the proxy or the
+    peer drops the connection): waiting the whole delay after that is time the pipeline
+    sleeps past the outage's end, backlog it drains later (docs/soak.md). Attempts still
+    start at most once per delay, so a dependency that fails fast sees the same rate."""
+    return max(0.0, delay - took)
 
 
 def jittered(delays: Iterator[float]) -> Iterator[float]:
@@ -173,6 +189,7 @@ async def until_done(
     subject = subject or what
     with RETRYING.loop(what) as failed:
         while True:
+            began = time.monotonic()
             try:
                 return await fn()
             except Exception as exc:
@@ -181,6 +198,6 @@ async def until_done(
                 failed(exc)
                 if stopping():
                     raise ShutdownRequested(subject) from None
-                delay = next(delays)
-                log.warning("%s failed (%s), retrying in %.1fs", subject, exc, delay)
-                await asyncio.sleep(delay)
+                wait = since_began(next(delays), time.monotonic() - began)
+                log.warning("%s failed (%s), retrying in %.1fs", subject, exc, wait)
+                await asyncio.sleep(wait)

@@ -208,6 +208,29 @@ def rss_steps(
     return out
 
 
+def start_points(runs: Iterable[Run]) -> list[tuple[float, float]]:
+    """(produced, seconds from produce to start) of each latency run that started: what
+    :func:`recovery` reads."""
+    return [
+        (r.produced, r.started - r.produced)
+        for r in runs
+        if r.latency and r.produced is not None and r.started is not None
+    ]
+
+
+def p99_bins(
+    points: Sequence[tuple[float, float]], start: float, until: float, bin_s: float = 5
+) -> list[float | None]:
+    """The p99 of the events produced in each ``bin_s``-second bin from ``start`` to
+    ``until``: how a backlog drains after a fault (None for a bin without events)."""
+    out = []
+    t = start
+    while t < until - 1e-9:
+        out.append(_r(percentile([lat for p, lat in points if t <= p < t + bin_s], 99), 2))
+        t += bin_s
+    return out
+
+
 def recovery(
     faults: Sequence[Fault],
     points: Sequence[tuple[float, float]],

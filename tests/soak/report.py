@@ -1,4 +1,6 @@
-"""The soak's outputs: ``soak.json``, ``windows.csv``, ``timeline.png`` and the table.
+"""The soak's outputs: ``soak.json``, ``windows.csv``, ``runs.csv`` (one row per run, its
+event's produce time and the run's start and finish: ``tests.soak.rescore`` computes the
+recoveries again from it), ``timeline.png`` and the table.
 
 All go to the test's tmp dir (and are named at the end of the run). The PNG is one
 timeline, minutes on the x axis, with every fault marked across all panels (a shaded
@@ -72,6 +74,8 @@ def memory_lines(growth: dict[str, dict[str, Any]], steps: Sequence[dict[str, An
     lines += table(step_rows(steps), ("kind", "ingress", "router", "worker", "relay"))
     return lines
 
+
+RECOVERY_COLUMNS = ("kind", "pre_p99", "target", "peak_p99", "recovered_s")
 
 WINDOW_COLUMNS = (
     "t",

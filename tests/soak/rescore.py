@@ -3,8 +3,11 @@
 ``python -m tests.soak.rescore DIR [--window S]`` reads ``samples.jsonl`` and ``faults.log``
 from a soak's output folder and prints each process kind's RSS growth (:func:`rss_growth`,
 from ``--window`` s after the first sample, each successor's own first window left out as
-the soak does) and what each fault left in each process's RSS (:func:`rss_steps`). For a run
-recorded before a figure existed, or to try a new figure on an old run.
+the soak does) and what each fault left in each process's RSS (:func:`rss_steps`). With
+``runs.csv`` (soaks from 2026-12-07 on) it also prints each fault's p99 recovery
+(:func:`recovery`) and, per fault, the p99 of each 5-s bin of events produced in the
+``--drain`` s after its end (:func:`p99_bins`): how its backlog drained. For a run recorded
+before a figure existed, or to try a new figure on an old run.
 
 ``faults.log`` stamps its lines with the local ``HH:MM:SS``; they are placed on the day of
 the first sample, a day later whenever the clock goes back (a run over midnight).
@@ -13,13 +16,24 @@ the first sample, a day later whenever the clock goes back (a run over midnight)
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 import sys
 from datetime import datetime, timedelta
 from pathlib import Path
 
 from tests.soak import report
-from tests.soak.analysis import Fault, ProcSample, Sample, rss_growth, rss_steps
+from tests.soak.analysis import (
+    Fault,
+    ProcSample,
+    Run,
+    Sample,
+    p99_bins,
+    recovery,
+    rss_growth,
+    rss_steps,
+    start_points,
+)
 
 
 def load_samples(path: Path) -> list[Sample]:
@@ -57,10 +71,46 @@ def load_faults(path: Path, first: float) -> list[Fault]:
     return out
 
 
+def load_runs(path: Path) -> list[Run]:
+    """The runs of ``runs.csv`` (``dataclasses.asdict`` of each :class:`Run`)."""
+
+    def at(value: str) -> float | None:
+        return float(value) if value else None
+
+    with path.open(newline="") as f:
+        return [
+            Run(
+                row["workflow_id"],
+                row["kind"],
+                at(row["produced"]),
+                at(row["started"]),
+                at(row["finished"]),
+                row["latency"] == "True",
+            )
+            for row in csv.DictReader(f)
+        ]
+
+
+def recovery_lines(runs: list[Run], faults: list[Fault], drain: float) -> list[str]:
+    points = start_points(runs)
+    if not points:
+        return ["runs.csv: no latency run started"]
+    end = max(p for p, _ in points)
+    rows = recovery(faults, points, end=end)
+    lines = ["", "p99 produce-to-start recovery after each fault's end"]
+    lines += report.table(rows, report.RECOVERY_COLUMNS)
+    lines += ["", f"p99 (s) per 5-s bin of events produced in the {drain:g} s after each end"]
+    for f in faults:
+        bins = p99_bins(points, f.end, min(f.end + drain, end))
+        lines.append(f"{f.kind:<20} " + " ".join("-" if b is None else f"{b:g}" for b in bins))
+    return lines
+
+
 def main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(prog="python -m tests.soak.rescore", description=__doc__)
     p.add_argument("dir", type=Path, help="a soak's output folder (test_soak0)")
     p.add_argument("--window", type=float, default=300.0, help="the run's first window, s")
+    p.add_argument("--drain", type=float, default=90.0, help="s of bins after each fault")
     args = p.parse_args(argv)
     samples = load_samples(args.dir / "samples.jsonl")
     if not samples:
@@ -69,6 +119,8 @@ def main(argv: list[str]) -> int:
     faults = load_faults(args.dir / "faults.log", samples[0].t)
     growth = rss_growth(samples, after=samples[0].t + args.window, settle=args.window)
     print("\n".join(report.memory_lines(growth, rss_steps(samples, faults))))
+    if (args.dir / "runs.csv").exists():
+        print("\n".join(recovery_lines(load_runs(args.dir / "runs.csv"), faults, args.drain)))
     return 0
 
 

@@ -48,3 +48,33 @@ def test_samples_read_back_and_rescore_prints_both_figures(tmp_path: Path, capsy
     # the medians of minutes 28-29 and 33-35 (2-4.5 min after the end), the peak up to 35
     (row,) = [line for line in printed.splitlines() if line.startswith("net_reset")]
     assert row.split()[1:] == ["128.5→134.0", "(135.0)"]
+
+
+def test_runs_csv_reads_back_and_rescore_prints_each_recovery(tmp_path: Path, capsys) -> None:
+    """runs.csv as the soak writes it: the recovery and the drain bins come out of it."""
+    import dataclasses
+
+    from tests.soak import report
+    from tests.soak.analysis import Run
+
+    t0 = datetime(2026, 12, 7, 3, 0).timestamp()
+    runs = []
+    for i in range(300):  # an event a second; those of 100-189 s wait for 190 s (a drain)
+        produced = t0 + i
+        wait = 190 - i + 0.2 if 100 <= i < 190 else 0.2
+        runs.append(Run(f"w{i}", "plain", produced, produced + wait, produced + wait + 0.1, True))
+    runs.append(Run("c1", "cron", None, t0 + 5, t0 + 6, False))  # no event: no latency
+    report.write_csv(tmp_path / "runs.csv", [dataclasses.asdict(r) for r in runs])
+    back = rescore.load_runs(tmp_path / "runs.csv")
+    assert back == runs
+    samples = [{"t": t0 + 60 * i, "procs": {}, "pg_connections": 1, "lag": {}} for i in range(6)]
+    (tmp_path / "samples.jsonl").write_text("".join(json.dumps(s) + "\n" for s in samples))
+    (tmp_path / "faults.log").write_text("03:01:40 begin net_reset\n03:02:40 end net_reset {}\n")
+    assert rescore.main([str(tmp_path), "--drain", "40"]) == 0
+    printed = capsys.readouterr().out
+    recovery, bins = printed.split("p99 produce-to-start recovery")[1].split("per 5-s bin")
+    (row,) = [line for line in recovery.splitlines() if line.startswith("net_reset")]
+    # pre 0.2 -> target 2 x the 0.5-s floor; the drain ends 30 s after the fault's end
+    assert row.split() == ["net_reset", "0.2", "1.0", "30.2", "30"]
+    (line,) = [line for line in bins.splitlines() if line.startswith("net_reset")]
+    assert line.split()[1:] == ["30.2", "25.2", "20.2", "15.2", "10.2", "5.2", "0.2", "0.2"]

@@ -11,6 +11,7 @@ events first, whose finished runs/s is the ceiling; then the mix at half of it (
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 import uuid
 from collections import Counter
@@ -253,12 +254,7 @@ async def test_soak(kafka_cluster, cluster_topics, fault, monkeypatch, tmp_path)
     windows = analysis.windows(t0, t_end, KNOBS.window, runs, samples, rig.faults)
     growth = analysis.rss_growth(samples, after=t0 + KNOBS.window, settle=KNOBS.window)
     steps = analysis.rss_steps(samples, rig.faults)
-    points = [
-        (r.produced, r.started - r.produced)
-        for r in runs
-        if r.latency and r.produced is not None and r.started is not None
-    ]
-    recovered = analysis.recovery(rig.faults, points, end=t_end)
+    recovered = analysis.recovery(rig.faults, analysis.start_points(runs), end=t_end)
     finished_in_load = [r for r in runs if r.finished is not None and t0 <= r.finished < t_end]
     summary.update(
         raw_events=len(raw),
@@ -300,6 +296,7 @@ async def test_soak(kafka_cluster, cluster_topics, fault, monkeypatch, tmp_path)
     }
     report.write_json(tmp_path / "soak.json", doc)
     report.write_csv(tmp_path / "windows.csv", windows)
+    report.write_csv(tmp_path / "runs.csv", [dataclasses.asdict(r) for r in runs])
     report.plot(
         tmp_path / "timeline.png",
         t0,
@@ -315,15 +312,15 @@ async def test_soak(kafka_cluster, cluster_topics, fault, monkeypatch, tmp_path)
         for f, r in zip(faults, recovered, strict=True)
     ]
     report.TABLE.extend(
-        report.table(
-            fault_rows, ("kind", "at_s", "took_s", "pre_p99", "target", "peak_p99", "recovered_s")
-        )
+        report.table(fault_rows, ("kind", "at_s", "took_s", *report.RECOVERY_COLUMNS[1:]))
     )
     report.TABLE.append("")
     report.TABLE.extend(report.memory_lines(growth, steps))
     report.TABLE.append("")
     report.TABLE.append(orjson.dumps(summary).decode())
-    report.TABLE.append(f"files: {tmp_path}/soak.json windows.csv samples.jsonl timeline.png")
+    report.TABLE.append(
+        f"files: {tmp_path}/soak.json windows.csv runs.csv samples.jsonl timeline.png"
+    )
 
     # --- the invariants -----------------------------------------------------------------
     outcome.check()  # input set = output set, 0 duplicates (rows and executions)

@@ -87,12 +87,21 @@ def test_a_loop_whose_call_hangs_counts_after_the_stuck_bound(
 
 
 @pytest.fixture
-def no_sleep(monkeypatch: pytest.MonkeyPatch) -> list[float]:
-    """until_done's waits, recorded instead of slept."""
+def clock(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """pipeline.retry's monotonic clock, which only a test moves (``clock[0] += s``)."""
+    now = [1000.0]
+    monkeypatch.setattr(retry.time, "monotonic", lambda: now[0])
+    return now
+
+
+@pytest.fixture
+def no_sleep(monkeypatch: pytest.MonkeyPatch, clock: list[float]) -> list[float]:
+    """until_done's waits, recorded instead of slept (the clock moves by each)."""
     waits: list[float] = []
 
     async def sleep(delay: float) -> None:
         waits.append(delay)
+        clock[0] += delay
 
     monkeypatch.setattr(retry.asyncio, "sleep", sleep)
     return waits
@@ -167,3 +176,38 @@ async def test_until_done_names_the_subject_and_waits_the_delays_given(
     )
     assert got == "ok" and no_sleep == [1.0, 2.0]
     assert "start of activity-a:e1 failed (down), retrying in 1.0s" in caplog.text
+
+
+async def test_a_delay_spaces_the_starts_of_attempts_so_a_hung_one_is_retried_at_once(
+    no_sleep: list[float], clock: list[float]
+) -> None:
+    """A statement on a half-open link fails only after its bound; the link healing is
+    what ends it. The delay counts from the attempt's start: after an attempt that took
+    4 s of a 5-s delay the loop waits 1 s, after one that took 12 s it does not wait."""
+    took = iter([4.0, 12.0, 0.0, 0.0])
+    starts: list[float] = []
+
+    async def half_open() -> str:
+        starts.append(clock[0])
+        clock[0] += next(took)
+        if len(starts) < 4:
+            raise TimeoutError("half-open")
+        return "healed"
+
+    got = await until_done(
+        "ledger lookup",
+        half_open,
+        retriable=lambda e: True,
+        stopping=lambda: False,
+        delays=iter([5.0, 5.0, 5.0]),
+    )
+    assert got == "healed"
+    assert no_sleep == [1.0, 0.0, 5.0]
+    # never two starts closer than the delay: a fast-failing dependency sees the same rate
+    assert [b - a for a, b in zip(starts, starts[1:], strict=False)] == [5.0, 12.0, 5.0]
+
+
+def test_since_began_is_what_is_left_of_the_delay() -> None:
+    assert retry.since_began(5.0, 0.0) == 5.0
+    assert retry.since_began(5.0, 3.5) == 1.5
+    assert retry.since_began(5.0, 10.0) == 0.0
