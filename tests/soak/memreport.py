@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Iterable
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -57,7 +57,8 @@ def table(rows: Iterable[dict[str, Any]], faults: list[Fault]) -> str:
         if "error" in row:
             lines.append(f"| error | {row['pid']} | {row['error']} |")
             continue
-        clock = datetime.fromtimestamp(row["t"], UTC).strftime("%H:%M:%S")
+        # local time, as faults.log and the processes' logs stamp their lines
+        clock = datetime.fromtimestamp(row["t"]).strftime("%H:%M:%S")
         last = [f.kind for f in faults if f.start <= row["t"]]
         cells = " | ".join(_value(row, key) for _, key in COLUMNS)
         lines.append(f"| {clock} | {row['pid']} | {cells} | {last[-1] if last else ''} |")

@@ -31,6 +31,7 @@ def test_rows_name_the_last_fault_begun_across_midnight(tmp_path: Path, capsys) 
     assert memreport.main([str(probe), str(log)]) == 0
     lines = capsys.readouterr().out.splitlines()
     table = [line for line in lines if line.startswith("| ") and "pid" not in line]
+    assert table[0].startswith("| 23:58:00 | 7 |"), table[0]  # the clock of faults.log
     assert table[0].endswith("|  |"), table[0]  # before any fault
     assert table[1].endswith("| net_latency |"), table[1]
     # 00:01:30 is after kill_relay's begin on the next day, not before 23:59:00
