@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -36,7 +37,7 @@ from pipeline.kafka import (
     key_partition,
     record_bytes,
 )
-from pipeline.retry import BACKOFF_INITIAL, BACKOFF_MAX, RETRYING, backoff
+from pipeline.retry import BACKOFF_INITIAL, BACKOFF_MAX, RETRYING, backoff, since_began
 from schemas.envelope import R_TOO_LARGE
 from schemas.errors import IngestError
 
@@ -221,6 +222,7 @@ async def deliver(
     on_acked: Callable[[list[Outgoing]], None],
     give_up: Callable[[], bool],
     sleep: Callable[[float], Awaitable[object]] = asyncio.sleep,
+    clock: Callable[[], float] = time.monotonic,
     backoff_min: float = BACKOFF_INITIAL,
     backoff_max: float = BACKOFF_MAX,
     batch_record_max: int = BATCH_RECORD_MAX,
@@ -235,7 +237,9 @@ async def deliver(
     OutOfOrderSequenceNumber (the fuzzer's records of about 1 MB of headers did that).
 
     ``on_acked`` is called with each acknowledged group of records (a batch, or
-    one record). ``give_up`` is polled before each retry; when it says so
+    one record). A retry waits what is left of its backoff delay after the failed
+    round's own time (``pipeline.retry.since_began``: a round that waited out a broker's
+    request timeout is retried at once). ``give_up`` is polled before each retry; when it says so
     (shutdown grace exhausted) this raises :class:`DrainTimeout` and the caller
     commits only what was acknowledged. Records larger than ``batch_record_max``
     bytes are sent one by one.
@@ -248,6 +252,7 @@ async def deliver(
     delay = next(delays)
     with RETRYING.loop("produce") as failed:  # /readyz: 503 while it fails
         while pending or singles:
+            began = clock()
             results = await _send_round(producer, pending, singles, batch_record_max)
             pending, singles = [], []
             retriable: BaseException | None = None
@@ -273,12 +278,13 @@ async def deliver(
                     raise DrainTimeout(
                         f"{len(pending) + len(singles)} records not acknowledged: {retriable!r}"
                     )
+                wait = since_began(delay, clock() - began)
                 log.warning(
                     "retriable produce failure (%s: %s); retrying %d records in %.1fs",
                     type(retriable).__name__,
                     retriable,
                     len(pending) + len(singles),
-                    delay,
+                    wait,
                 )
-                await sleep(delay)
+                await sleep(wait)
                 delay = next(delays)

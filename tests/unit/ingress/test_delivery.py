@@ -107,9 +107,14 @@ def recs(n: int) -> list[Outgoing]:
 
 
 async def run(
-    producer: FakeProducer, records: list[Outgoing], give_up=lambda: False, batch_record_max=-1
+    producer: FakeProducer,
+    records: list[Outgoing],
+    give_up=lambda: False,
+    batch_record_max=-1,
+    clock=lambda: 0.0,
 ):
-    """``batch_record_max=-1``: every record goes on its own (the per-record path)."""
+    """``batch_record_max=-1``: every record goes on its own (the per-record path).
+    ``clock``: the rounds take no time unless a test's clock says so."""
     acked: list[Outgoing] = []
     sleeps: list[float] = []
 
@@ -123,6 +128,7 @@ async def run(
         on_acked=acked.extend,
         give_up=give_up,
         sleep=sleep,
+        clock=clock,
         backoff_min=0.1,
         backoff_max=0.3,
         batch_record_max=batch_record_max,
@@ -148,6 +154,25 @@ async def test_retriable_failures_are_resent_with_backoff_only_the_failed_ones()
     assert sorted(r.source.offset for r in acked) == [0, 1, 2]
     assert len(p.sent) == 3  # nothing produced twice
     assert sleeps == [0.1, 0.2, 0.3, 0.3]  # doubling, capped
+
+
+async def test_a_round_that_waited_out_the_broker_is_retried_without_the_whole_delay() -> None:
+    """The delay spaces the rounds' starts: a round that took 0.25 s to fail (a request
+    timeout on a cut link) waits 0.05 s of a 0.3-s delay, one that took 1 s none."""
+
+    class Slow(FakeProducer):
+        now = 0.0
+        took = iter([0.05, 0.25, 1.0, 0.0, 0.0])  # the first round ends in 0.05 s
+
+        async def send(self, topic, value=None, key=None, headers=None, partition=None):
+            Slow.now += next(Slow.took)
+            return await super().send(topic, value, key, headers, partition)
+
+    err = NotLeaderForPartitionError
+    p = Slow({0: ("future", err()), 1: ("future", err()), 2: ("future", err())})
+    acked, sleeps = await run(p, recs(1), clock=lambda: Slow.now)
+    assert len(acked) == 1 and len(p.sent) == 1
+    assert sleeps == [pytest.approx(0.05), pytest.approx(0.0), 0.0]  # of 0.1, 0.2, 0.3
 
 
 async def test_send_time_connection_error_stops_the_round() -> None:
