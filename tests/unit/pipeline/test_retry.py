@@ -3,7 +3,7 @@ loops failing right now that ``/readyz`` answers from."""
 
 from __future__ import annotations
 
-from itertools import islice
+from itertools import islice, pairwise
 
 import pytest
 
@@ -204,7 +204,7 @@ async def test_a_delay_spaces_the_starts_of_attempts_so_a_hung_one_is_retried_at
     assert got == "healed"
     assert no_sleep == [1.0, 0.0, 5.0]
     # never two starts closer than the delay: a fast-failing dependency sees the same rate
-    assert [b - a for a, b in zip(starts, starts[1:], strict=False)] == [5.0, 12.0, 5.0]
+    assert [b - a for a, b in pairwise(starts)] == [5.0, 12.0, 5.0]
 
 
 def test_since_began_is_what_is_left_of_the_delay() -> None:
