@@ -83,6 +83,21 @@ def test_compose_config_validates() -> None:
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
+def test_dockerfile_preloads_jemalloc_it_installs_after_pip_ran() -> None:
+    """The image runs every process on jemalloc (docs/operating.md): the preloaded path is
+    the link the image makes, checked at build time, and set only after ``pip install``
+    (pip itself runs on glibc). ld.so only warns about a missing preload, so a wrong path
+    would run glibc silently."""
+    text = (DEPLOY / "Dockerfile").read_text()
+    env = re.search(r"^ENV LD_PRELOAD=(\S+) \\\n\s+PYTHONMALLOC=malloc$", text, re.M)
+    assert env, "ENV LD_PRELOAD=... PYTHONMALLOC=malloc"
+    link = env.group(1)
+    assert re.search(rf"ln -s \S.*libjemalloc\.so\.2.* {re.escape(link)} ", text)
+    assert f"test -e {link}" in text
+    assert "libjemalloc2" in text
+    assert text.index("RUN pip install .") < env.start()
+
+
 def test_dockerfile() -> None:
     text = (DEPLOY / "Dockerfile").read_text()
     assert re.search(r"^FROM python:3\.11-slim$", text, re.M)
