@@ -218,6 +218,11 @@ def start_points(runs: Iterable[Run]) -> list[tuple[float, float]]:
     ]
 
 
+def _p99_between(points: Sequence[tuple[float, float]], a: float, b: float) -> float | None:
+    """The p99 of the latencies of the points produced in [a, b)."""
+    return percentile([lat for p, lat in points if a <= p < b], 99)
+
+
 def p99_bins(
     points: Sequence[tuple[float, float]], start: float, until: float, bin_s: float = 5
 ) -> list[float | None]:
@@ -226,7 +231,7 @@ def p99_bins(
     out = []
     t = start
     while t < until - 1e-9:
-        out.append(_r(percentile([lat for p, lat in points if t <= p < t + bin_s], 99), 2))
+        out.append(_r(_p99_between(points, t, t + bin_s), 2))
         t += bin_s
     return out
 
@@ -252,7 +257,7 @@ def recovery(
     pts = sorted(points)
     out: list[dict[str, Any]] = []
     for f in faults:
-        pre = percentile([lat for t, lat in pts if f.start - before <= t < f.start], 99)
+        pre = _p99_between(pts, f.start - before, f.start)
         row: dict[str, Any] = {"kind": f.kind, "pre_p99": _r(pre), "recovered_s": None}
         if pre is None or f.end + bin_s > end:
             row["unmeasured"] = True
@@ -263,7 +268,7 @@ def recovery(
         peak = 0.0
         t = f.end
         while t <= f.end + horizon and t + bin_s <= end:
-            p99 = percentile([lat for p, lat in pts if t <= p < t + bin_s], 99)
+            p99 = _p99_between(pts, t, t + bin_s)
             if p99 is not None:
                 peak = max(peak, p99)
                 if p99 <= target and row["recovered_s"] is None:
